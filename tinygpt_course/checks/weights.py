@@ -1,0 +1,18 @@
+"""Fixed starting weights for checks, drawn from a seed by parameter name.
+
+The value checks load these into the learner's layers, so a check's verdict never depends
+on the order in which the learner's code draws random numbers.
+"""
+import torch
+
+
+def linear_init(shape, gen, fan_in):
+    """Like nn.Linear's default: uniform in +-1/sqrt(fan_in)."""
+    bound = fan_in ** -0.5
+    return (torch.rand(shape, generator=gen) * 2 - 1) * bound
+
+
+def canonical_state(seed, spec):
+    """{name: tensor} for spec = [(name, shape, fan_in), ...], the same for the same seed."""
+    gen = torch.Generator().manual_seed(int(seed))
+    return {name: linear_init(shape, gen, fan_in) for name, shape, fan_in in spec}

@@ -1,0 +1,65 @@
+"""The names list, the 27-symbol vocabulary, and the lesson's batch of windows.
+
+Every lesson cuts its batch the same way: the names joined by '\n' into one long text, and
+32 windows of 8 symbols taken at offsets drawn from a fixed seed, so every learner, the
+grader and the documented printout see the same batch.
+"""
+from importlib import resources
+from pathlib import Path
+
+import torch
+
+VOCAB = ["\n"] + [chr(c) for c in range(ord("a"), ord("z") + 1)]  # '\n' ends a name
+STOI = {ch: i for i, ch in enumerate(VOCAB)}
+BATCH_SIZE, BLOCK_SIZE, BATCH_SEED = 32, 8, 1337
+
+
+class NamesDataError(ValueError):
+    """The names data is missing or holds something the vocabulary cannot encode."""
+
+
+def names_path() -> Path:
+    return Path(str(resources.files(__package__) / "names.txt"))
+
+
+def load_names(path=None) -> list[str]:
+    """The names, one per line, checked against the vocabulary."""
+    path = Path(path) if path is not None else names_path()
+    if not path.is_file():
+        raise NamesDataError(
+            f"names file not found: {path}. It ships with the course library; "
+            "reinstall it, or rebuild it with scripts/make_names.py")
+    names = path.read_text(encoding="utf-8").split()
+    if not names:
+        raise NamesDataError(f"names file is empty: {path}")
+    for lineno, name in enumerate(names, 1):
+        bad = sorted(set(name) - set(VOCAB))
+        if bad:
+            raise NamesDataError(
+                f"{path}, name {lineno} {name!r}: symbol(s) {bad} are not in the vocabulary "
+                "(the 26 letters a-z; '\\n' ends a name)")
+    return names
+
+
+def encode(text: str) -> list[int]:
+    bad = sorted(set(text) - set(VOCAB))
+    if bad:
+        raise NamesDataError(f"cannot encode {text!r}: {bad} not in the vocabulary")
+    return [STOI[ch] for ch in text]
+
+
+def decode(ids) -> str:
+    return "".join(VOCAB[int(i)] for i in ids)
+
+
+def get_batch(names=None, batch_size=BATCH_SIZE, block_size=BLOCK_SIZE, seed=BATCH_SEED):
+    """(batch_size, block_size) symbol ids: windows cut from the names joined by '\n'.
+
+    Offsets come from a private generator, so the batch never depends on (or disturbs)
+    the global random state the learner's code uses.
+    """
+    names = load_names() if names is None else names
+    data = torch.tensor(encode("\n".join(names) + "\n"), dtype=torch.long)
+    gen = torch.Generator().manual_seed(seed)
+    starts = torch.randint(len(data) - block_size, (batch_size,), generator=gen)
+    return torch.stack([data[s:s + block_size] for s in starts.tolist()])
