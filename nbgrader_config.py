@@ -13,5 +13,26 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # A deleted test cell comes back from source/ (instead of going to manual grading).
 c.OverwriteCells.add_missing_cells = True
 
-# Seconds one cell may run while grading; a teacher can raise it.
-c.Execute.timeout = 60
+# --- grading a teacher can trust (tinygpt_course/grading) ---------------------------------
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades)
+
+from tinygpt_course.grading.execute import RobustExecute  # noqa: E402
+from tinygpt_course.grading.feedback import ExplainChecks  # noqa: E402
+from tinygpt_course.grading.independent import IndependentChecks, RecordFlags  # noqa: E402
+from tinygpt_course.grading.repair import pre_convert_hook  # noqa: E402
+
+# nbgrader's autograde pipeline with three steps swapped in or added: RobustExecute for
+# Execute; IndependentChecks right after it; RecordFlags after the scores are saved.
+c.Autograde.autograde_preprocessors = [
+    RobustExecute, IndependentChecks, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    SaveAutoGrades, RecordFlags, AssignLatePenalties, CheckCellMetadata]
+c.RobustExecute.timeout = 60               # seconds one cell may run (c.Execute.timeout above)
+c.RobustExecute.memory_limit_mb = 6144     # the learner's kernel's address space
+c.IndependentChecks.timeout = 120          # seconds for the whole independent re-run
+c.Autograde.pre_convert_hook = pre_convert_hook   # broken or renamed notebooks still get a result
+
+# Feedback shows each check's name, points and diagnosis, never a hidden test's code.
+c.GenerateFeedback.preprocessors = ["nbgrader.preprocessors.GetGrades", ExplainChecks,
+                                    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]

@@ -1,0 +1,160 @@
+"""Issue #3 "See the heads": the attention explorer plots the printout's numbers, and leaves a
+PNG where no widget front end runs (headless execution, nbgrader feedback).
+
+Everything runs the real lesson: the source notebook (solution included) executed by nbclient,
+then a probe cell in the same kernel that reads back what tinygpt_course.plots drew.
+"""
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbclient
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "source" / "multihead" / "multihead.ipynb"
+PNG = "image/png"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+# Runs in the lesson's kernel after every lesson cell: what the explorer draws, as JSON.
+PROBE = r'''
+import base64, json
+import numpy as np
+from tinygpt_course import plots
+
+ex = plots.Explorer(mh, h, decode(xb[0]))
+fig = plots.figure(ex.weights, ex.letters, 7)
+heat = [ax for ax in fig.axes if ax.images and ax.get_title().startswith("head")]
+bars = [ax for ax in fig.axes if ax.containers]
+box = ex.widget(7)
+slider, picture = box.children
+widget_png7 = picture.value
+slider.value = 3                        # what moving the slider does in a front end
+b64 = lambda data: base64.b64encode(data).decode()
+print(json.dumps(dict(
+    heat=[np.ma.filled(ax.images[0].get_array().astype(float), np.nan).tolist() for ax in heat],
+    scales=[[ax.images[0].norm.vmin, ax.images[0].norm.vmax] for ax in heat],
+    cell_texts=[[t.get_text() for t in ax.texts] for ax in heat],
+    highlighted_rows=[[p.get_y() + 0.5 for p in ax.patches] for ax in heat],
+    xletters=[[t.get_text() for t in ax.get_xticklabels()] for ax in heat],
+    yletters=[[t.get_text() for t in ax.get_yticklabels()] for ax in heat],
+    bar_heights=[[float(r.get_height()) for r in ax.containers[0]] for ax in bars],
+    bar_labels=[[t.get_text() for t in ax.texts] for ax in bars],
+    png7=b64(ex.png(7)), png3=b64(ex.png(3)),
+    widget_png7=b64(widget_png7), widget_png3=b64(picture.value),
+)))
+'''
+
+
+def cell(nb, grade_id):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def stream_text(c):
+    return "".join(o.get("text", "") for o in c.outputs if o.output_type == "stream")
+
+
+def printout_weights(nb):
+    """{head: ['0.052', ...]} from the runner's `head i at position 7 takes [...]` lines."""
+    lines = re.findall(r"head (\d) at position 7 takes \[([^\]]*)\]", stream_text(cell(nb, "runner")))
+    assert len(lines) == 2, stream_text(cell(nb, "runner"))
+    return {int(i): ws.split(", ") for i, ws in lines}
+
+
+def plot_pngs(c):
+    return [base64.b64decode(o.data[PNG]) for o in c.outputs if PNG in o.get("data", {})]
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """The source notebook run headless (as nbconvert/nbgrader do), plus the probe's JSON."""
+    work = tmp_path_factory.mktemp("multihead")
+    nb = nbformat.read(SOURCE, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(PROBE))
+    nbclient.NotebookClient(nb, timeout=180, kernel_name="python3").execute(cwd=str(work))
+    return nb, json.loads(stream_text(nb.cells[-1]))
+
+
+def test_bars_at_position_7_are_the_printout_weights(executed):
+    nb, drawn = executed
+    printed = printout_weights(nb)
+    assert drawn["bar_labels"] == [printed[1], printed[2]], "bar numbers differ from the printout"
+    for heights, labels in zip(drawn["bar_heights"], drawn["bar_labels"]):
+        assert [round(x, 3) for x in heights] == [float(x) for x in labels]
+
+
+def test_heatmaps_hold_every_heads_weights_with_the_future_empty(executed):
+    nb, drawn = executed
+    printed = printout_weights(nb)
+    assert len(drawn["heat"]) == 2, "one heatmap per head"
+    for i, rows in enumerate(drawn["heat"], 1):
+        assert len(rows) == 8 and all(len(r) == 8 for r in rows)
+        assert [f"{x:.3f}" for x in rows[7]] == printed[i], "row 7 is not the printout's line"
+        for t, row in enumerate(rows):       # row t: position t looks at 0..t, the rest is hidden
+            assert all(x == x for x in row[: t + 1]) and abs(sum(row[: t + 1]) - 1) < 1e-5
+            assert all(x != x for x in row[t + 1:]), f"head {i}: future of position {t} drawn"
+    assert drawn["scales"][0] == drawn["scales"][1] == [0, 1], "heads not on one colour scale"
+    for texts, rows in zip(drawn["cell_texts"], drawn["heat"]):
+        assert len(texts) == 36, "one number in each visible cell, none in the future"
+        assert f"{rows[7][4]:.2f}" in texts
+    assert drawn["highlighted_rows"] == [[7.0], [7.0]], "position 7's row is not highlighted"
+
+
+def test_window_letters_on_both_axes_with_newline_visible(executed):
+    nb, drawn = executed
+    window = "ee\njaele"
+    assert f"window 0: {window!r}" in stream_text(cell(nb, "runner"))
+    shown = [("\u23ce" if ch == "\n" else ch) for ch in window]
+    for xs, ys in zip(drawn["xletters"], drawn["yletters"]):
+        assert [x.split("\n")[0] for x in xs] == shown
+        assert [y.split(" ", 1)[1] for y in ys] == shown
+
+
+def test_headless_run_leaves_the_figure_as_png_next_to_the_widget(executed):
+    nb, drawn = executed
+    outputs = cell(nb, "plot").outputs
+    assert [o.output_type for o in outputs] == ["display_data", "display_data"], outputs
+    assert plot_pngs(cell(nb, "plot")) == [base64.b64decode(drawn["png7"])], \
+        "the plot cell's PNG is not the explorer's figure at position 7"
+    assert WIDGET in outputs[1].data and "slider" in outputs[1].data["text/plain"]
+
+
+def test_slider_redraws_the_picture_for_the_chosen_position(executed):
+    _, drawn = executed
+    assert drawn["widget_png7"] == drawn["png7"]
+    assert drawn["widget_png3"] == drawn["png3"] != drawn["png7"]
+
+
+def nbgrader(*args, cwd):
+    """Real nbgrader, from this interpreter's environment (it calls `alembic` by name)."""
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+               JUPYTER_CONFIG_DIR=str(cwd / ".jupyter-config"))   # no stray user config
+    run = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{run.stdout}\n{run.stderr}"
+    return run
+
+
+def test_feedback_html_shows_the_plot(executed, tmp_path):
+    nb, drawn = executed
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    shutil.copytree(ROOT / "source", tmp_path / "source")
+    nbgrader("generate_assignment", "multihead", cwd=tmp_path)
+    submission = tmp_path / "submitted" / "alice" / "multihead"
+    submission.mkdir(parents=True)
+    shutil.copy(SOURCE, submission / "multihead.ipynb")
+    nbgrader("autograde", "multihead", cwd=tmp_path)
+    nbgrader("generate_feedback", "multihead", cwd=tmp_path)
+
+    graded = nbformat.read(tmp_path / "autograded/alice/multihead/multihead.ipynb", as_version=4)
+    assert plot_pngs(cell(graded, "plot")) == [base64.b64decode(drawn["png7"])]
+    html = (tmp_path / "feedback/alice/multihead/multihead.html").read_text()
+    images = [base64.b64decode(re.sub(r"\s", "", m))
+              for m in re.findall(r'src="data:image/png;base64,([^"]+)"', html)]
+    assert base64.b64decode(drawn["png7"]) in images, "the feedback HTML lacks the plot"
