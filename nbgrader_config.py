@@ -16,12 +16,17 @@ c.OverwriteCells.add_missing_cells = True
 # --- grading a teacher can trust (tinygpt_course/grading) ---------------------------------
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
-    AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades)
+    AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, IgnorePattern, LimitOutput,
+    OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 
 from tinygpt_course.grading.execute import RobustExecute  # noqa: E402
 from tinygpt_course.grading.feedback import ExplainChecks  # noqa: E402
 from tinygpt_course.grading.independent import IndependentChecks, RecordFlags  # noqa: E402
-from tinygpt_course.grading.repair import pre_convert_hook  # noqa: E402
+from tinygpt_course.grading.repair import ForgetDuplicates, pre_convert_hook  # noqa: E402
+
+# Sanitizing as nbgrader does it, plus ForgetDuplicates (duplicated test cells lose nothing).
+c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, ForgetDuplicates(),
+                                      OverwriteKernelspec, OverwriteCells, CheckCellMetadata]
 
 # nbgrader's autograde pipeline with three steps swapped in or added: RobustExecute for
 # Execute; IndependentChecks right after it; RecordFlags after the scores are saved.

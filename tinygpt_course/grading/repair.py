@@ -62,3 +62,16 @@ def pre_convert_hook(assignment=None, student=None, notebooks=None, **_):
                       "for your teacher, and this unanswered copy was graded in its place.")
             nbformat.write(nb, path)
             log.warning("%s: %s is not a valid notebook; kept as %s.broken", student, path, name)
+
+
+class ForgetDuplicates:
+    """After DeduplicateIds: a duplicated graded cell keeps a bare nbgrader entry without a
+    grade_id, which makes nbgrader 0.9.6's OverwriteCells.add_missing_cells fail with
+    KeyError and lose the whole submission. Such copies become plain, ungraded cells."""
+
+    def __call__(self, nb, resources):
+        for cell in nb.cells:
+            nbg = cell.metadata.get("nbgrader")
+            if nbg is not None and "grade_id" not in nbg:
+                del cell.metadata["nbgrader"]
+        return nb, resources

@@ -1,0 +1,10 @@
+# expect: shapes=1 weight_count=0 out_is_proj=0 attention_weights=0 causal=0
+# why: the projection without bias (4096 weights)
+class MultiHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList([Head(16) for _ in range(2)])
+        self.proj = nn.Linear(n_embd, n_embd, bias=False)
+
+    def forward(self, x):
+        return self.proj(torch.cat([head(x) for head in self.heads], dim=-1))

@@ -1,0 +1,11 @@
+# expect: shapes=0 weight_count=0 out_is_proj=0 attention_weights=0 causal=0
+# why: still unanswered (the released stub)
+class MultiHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        # YOUR CODE HERE
+        raise NotImplementedError()
+
+    def forward(self, x):
+        # YOUR CODE HERE
+        raise NotImplementedError()

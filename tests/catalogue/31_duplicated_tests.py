@@ -1,0 +1,11 @@
+# expect: shapes=1 weight_count=1 out_is_proj=2 attention_weights=2 causal=1
+# why: duplicated test cells (deduplicated by nbgrader), right answer
+# notebook: duplicate-tests
+class MultiHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList([Head(16) for _ in range(2)])
+        self.proj = nn.Linear(n_embd, n_embd)
+
+    def forward(self, x):
+        return self.proj(torch.cat([head(x) for head in self.heads], dim=-1))
