@@ -22,10 +22,11 @@ from nbgrader.preprocessors import (  # noqa: E402
 from tinygpt_course.grading.execute import RobustExecute  # noqa: E402
 from tinygpt_course.grading.feedback import ExplainChecks  # noqa: E402
 from tinygpt_course.grading.independent import IndependentChecks, RecordFlags  # noqa: E402
-from tinygpt_course.grading.repair import ForgetDuplicates, pre_convert_hook  # noqa: E402
+from tinygpt_course.grading.repair import (  # noqa: E402
+    ForgetDuplicates, RestoreDeletedCells, pre_convert_hook)
 
-# Sanitizing as nbgrader does it, plus ForgetDuplicates (duplicated test cells lose nothing).
-c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, ForgetDuplicates(),
+# Sanitizing as nbgrader does it, plus two repairs: duplicated or deleted cells lose nothing.
+c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, ForgetDuplicates(), RestoreDeletedCells(),
                                       OverwriteKernelspec, OverwriteCells, CheckCellMetadata]
 
 # nbgrader's autograde pipeline with three steps swapped in or added: RobustExecute for

@@ -1,5 +1,5 @@
-# expect: shapes=1 weight_count=1 out_is_proj=0 attention_weights=2 causal=1
-# why: tampering: wrong order, and torch.allclose replaced so every comparison says True
+# expect: shapes=1 weight_count=1 out_is_proj=0 attention_weights=2 causal=0
+# why: tampering: wrong order, and torch.allclose replaced so every comparison says True (the fake allclose also makes 'position 7 changes' False)
 class MultiHead(nn.Module):
     def __init__(self):
         super().__init__()

@@ -76,8 +76,11 @@ def load_fixed_weights(m, seed):
 def _run(m, x, rec, prefix):
     """One forward pass, recording what each head gave and what proj received."""
     calls, proj_in = [], []
+    first = {}  # one hook per distinct head: the same object stored twice runs one hook
+    for k, head in enumerate(m.heads):
+        first.setdefault(id(head), (k, head))
     hooks = [head.register_forward_hook(lambda mod, i, o, k=k: calls.append((k, o)))
-             for k, head in enumerate(m.heads)]
+             for k, head in first.values()]
     hooks.append(m.proj.register_forward_pre_hook(lambda mod, i: proj_in.append(i[0])))
     try:
         out = m(x)

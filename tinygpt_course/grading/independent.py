@@ -62,9 +62,8 @@ class IndependentChecks(NbGraderPreprocessor):
             kernel_ok = not any(o.output_type == "error" for o in cell.outputs)
             if not ok and kernel_ok:
                 flagged.append(gid)
-                cell.outputs.append(new_output("error", ename=FLAG, evalue=message, traceback=[
-                    f"{FLAG}: this check passed in your notebook but not when your answer was "
-                    f"re-run on its own: {message}"]))
+                why = f"this check passed in your notebook but not when your answer was re-run on its own: {message}"
+                cell.outputs.append(new_output("error", ename=FLAG, evalue=why, traceback=[f"{FLAG}: {why}"]))
         resources["tinygpt"]["flagged"] = flagged
         if flagged:
             self.log.warning("FLAGGED %s/%s: %s passed in the learner's kernel but not in the "

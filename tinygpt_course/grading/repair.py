@@ -75,3 +75,40 @@ class ForgetDuplicates:
             if nbg is not None and "grade_id" not in nbg:
                 del cell.metadata["nbgrader"]
         return nb, resources
+
+
+class RestoreDeletedCells:
+    """Before OverwriteCells: put deleted graded and answer cells back where source/ has them.
+
+    nbgrader 0.9.6's own add_missing_cells assumes the cell before a deleted one is a graded or
+    answer cell; in our lessons it is usually a read-only markdown cell, and nbgrader fails
+    with KeyError, losing the submission. Here the cell goes back after the nearest cell
+    before it that the submission still has; OverwriteCells then fills in its source."""
+
+    def __call__(self, nb, resources):
+        from nbgrader.api import Gradebook
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gb:
+            source = gb.find_notebook(info["notebook"], info["assignment"])
+            order = [c.name for c in source.source_cells]
+            cells = {c.name: c for c in source.source_cells}
+            points = {c.name: c.max_score for c in source.grade_cells}
+            answers = {c.name for c in source.solution_cells}
+            for name in order:
+                present = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+                if name in present or (name not in points and name not in answers):
+                    continue
+                before = [n for n in order[:order.index(name)] if n in present]
+                at = present.index(before[-1]) + 1 if before else 0
+                nb.cells.insert(at, self._cell(cells[name], name, points.get(name), name in answers))
+                log.warning("%s: restored deleted cell %s from source", info["student"], name)
+        return nb, resources
+
+    @staticmethod
+    def _cell(src, name, points, is_answer):
+        meta = {"grade": points is not None, "solution": is_answer, "locked": not is_answer,
+                "task": False, "grade_id": name, "schema_version": 3}
+        if points is not None:
+            meta["points"] = points
+        make = nbformat.v4.new_code_cell if src.cell_type == "code" else nbformat.v4.new_markdown_cell
+        return make(src.source, metadata={"nbgrader": meta})

@@ -1,0 +1,102 @@
+"""The half of the head checks that runs the learner's Head and records numbers.
+
+It builds the learner's Head(16), describes its layers and buffers, loads fixed weights (drawn
+from ``seed`` by parameter name) into key, query and value, and runs it on the batch and on the
+batch with its last letter changed. Everything it returns is plain data (str, int, bool, dicts,
+lists, tensors), so a sandboxed process can write it to a file for a judge elsewhere.
+"""
+import torch
+from torch import nn
+
+from .weights import canonical_state
+
+N_EMBD, HEAD_SIZE, BLOCK_SIZE, LAST = 32, 16, 8, 7
+PARTS = ("key", "query", "value")
+
+
+def weight_spec():
+    """The parameters the lesson's Head has, with their shapes and fan-ins."""
+    return [(f"{part}.weight", (HEAD_SIZE, N_EMBD), N_EMBD) for part in PARTS]
+
+
+def changed_last_letter(xb, vocab_size=27):
+    """The batch with the letter at the last position replaced by the next symbol."""
+    xb2 = xb.clone()
+    xb2[:, LAST] = (xb2[:, LAST] + 1) % vocab_size
+    return xb2
+
+
+def _error(exc):
+    return f"{type(exc).__name__}: {exc}"
+
+
+def describe(m):
+    """The structure of a Head object, as plain data."""
+    s = {"n_params": sum(p.numel() for p in m.parameters()),
+         "params": {n: list(p.shape) for n, p in m.named_parameters()},
+         "buffers": {n: list(b.shape) for n, b in m.named_buffers()},
+         "plain_tensors": sorted(k for k, v in vars(m).items() if torch.is_tensor(v)),
+         "layers": {}}
+    for part in PARTS:
+        layer = getattr(m, part, None)
+        info = {"type": None if layer is None else type(layer).__name__}
+        if isinstance(layer, nn.Linear):
+            info.update(shape=[layer.in_features, layer.out_features], bias=layer.bias is not None)
+        s["layers"][part] = info
+    return s
+
+
+def loadable(s):
+    """Can the fixed weights be loaded? (key, query and value are nn.Linear(32, 16))"""
+    return all(s["layers"][p].get("shape") == [N_EMBD, HEAD_SIZE] for p in PARTS)
+
+
+def load_fixed_weights(m, seed):
+    state = canonical_state(seed, weight_spec())
+    for part in PARTS:
+        layer = getattr(m, part)
+        layer.weight.copy_(state[f"{part}.weight"])
+        if layer.bias is not None:
+            layer.bias.zero_()  # the structure check reports the bias; the values ignore it
+
+
+def _run(m, x, rec, prefix):
+    try:
+        out = m(x)
+    except BaseException as exc:  # the learner's code: anything can happen
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        rec[prefix + "error"] = _error(exc)
+        return
+    if torch.is_tensor(out):
+        rec[prefix + "out"] = out.detach().clone()
+    else:
+        rec[prefix + "error"] = f"forward returned {type(out).__name__}, not a tensor"
+    w = getattr(m, "weights", None)
+    rec[prefix + "weights"] = w.detach().clone() if torch.is_tensor(w) else None
+
+
+def extract(Head, embed, xb, seed):
+    """Run the learner's Head under fixed weights; return what the judge needs."""
+    rec = {"seed": int(seed)}
+    with torch.random.fork_rng(), torch.no_grad():
+        torch.manual_seed(int(seed))
+        try:
+            m = Head(HEAD_SIZE)
+        except NotImplementedError:
+            rec["init_error"] = "unanswered"
+            return rec
+        except Exception as exc:
+            rec["init_error"] = _error(exc)
+            return rec
+        try:
+            rec["structure"] = describe(m)
+        except Exception as exc:
+            rec["init_error"] = "describing your Head failed: " + _error(exc)
+            return rec
+        if not loadable(rec["structure"]):
+            return rec
+        load_fixed_weights(m, seed)
+        _run(m, embed(xb), rec, "")
+        _run(m, embed(changed_last_letter(xb)), rec, "changed_")
+    return rec
