@@ -27,6 +27,11 @@ setup_venv() {  # $1: pip extras, e.g. "" or "[test]"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".$1" 2>&1 \
         | grep -v "is neither a file nor a directory" || true
     "$VENV/bin/python" -c 'import torch, nbgrader, tinygpt_course; assert torch.__version__.startswith("2.13.0"), torch.__version__'
+    # JupyterLab's news pop-up would cover the lesson: switch it off for this environment
+    local settings="$VENV/share/jupyter/lab/settings"
+    mkdir -p "$settings"
+    echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' \
+        > "$settings/overrides.json"
 }
 
 setup_system() {  # what the browser and hub tests need from outside PyPI (run as root, e.g. in CI)
@@ -55,7 +60,8 @@ case "${1:-lab}" in
         export PATH="$VENV/bin:$PATH"
         shift || true
         extra=(); [ "$(id -u)" = 0 ] && extra+=(--allow-root)
-        exec jupyter lab "${extra[@]}" "$@" "release/multihead/multihead.ipynb" ;;
+        exec jupyter lab "${extra[@]}" --ServerApp.root_dir="$ROOT" \
+            --LabApp.default_url=/lab/tree/release/multihead/multihead.ipynb "$@" ;;
     test)
         setup_system
         setup_venv "[test]"

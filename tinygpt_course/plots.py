@@ -12,6 +12,7 @@ import ipywidgets as widgets
 import torch
 from IPython.display import Image, display, update_display
 from matplotlib.figure import Figure  # not pyplot: the inline backend must not show it twice
+from matplotlib.patches import Rectangle
 
 
 def show_letter(ch):
@@ -22,8 +23,7 @@ def show_letter(ch):
 def head_weights(mh, h, window=0):
     """[n_heads, T, T] attention weights of window `window` for mh's heads on h.
 
-    Runs mh on h first: the heads keep the weights of their *last* run, and the printout's
-    last run was on a changed batch.
+    Runs mh on h first: the heads keep the weights of their *last* run, whatever its input.
     """
     with torch.no_grad():
         mh(h)
@@ -45,7 +45,8 @@ def figure(weights, letters, position):
             for c in range(r + 1):
                 ax.text(c, r, f"{w[r, c]:.2f}", ha="center", va="center", fontsize=8,
                         color="black" if w[r, c] > 0.6 else "white")
-        ax.add_patch(_row_box(position, T))
+        ax.add_patch(Rectangle((-0.5, position - 0.5), T, 1, fill=False, edgecolor="crimson",
+                               lw=2.5))                     # the row the slider picked
         ax.set_title(f"head {i + 1}")
         ax.set_xticks(range(T), [f"{c}\n{t}" for t, c in enumerate(letters)])
         ax.set_yticks(range(T), [f"{t} {c}" for t, c in enumerate(letters)])
@@ -57,7 +58,9 @@ def figure(weights, letters, position):
         row = w[position, : position + 1]
         drawn = bars.bar(range(position + 1), row, color=image.cmap(image.norm(row)),
                          edgecolor="crimson")
-        bars.bar_label(drawn, labels=[f"{v:.3f}" for v in row], fontsize=7)
+        bars.bar_label(drawn, labels=[f"{v:.3f}" for v in row], fontsize=8)
+        if position < T - 1:                                 # the future this position cannot see
+            bars.axvspan(position + 0.5, T - 0.5, color="0.93")
         bars.set_xlim(-0.5, T - 0.5)
         bars.set_ylim(0, 1.12)
         bars.set_xticks(range(T), letters)
@@ -65,12 +68,6 @@ def figure(weights, letters, position):
                        fontsize=10)
     fig.colorbar(image, ax=heatmaps, shrink=0.8, label="attention weight (one scale)")
     return fig
-
-
-def _row_box(position, T):
-    from matplotlib.patches import Rectangle
-
-    return Rectangle((-0.5, position - 0.5), T, 1, fill=False, edgecolor="crimson", lw=2.5)
 
 
 def png(fig):
@@ -95,9 +92,15 @@ class Explorer:
         last = len(self.letters) - 1
         slider = widgets.IntSlider(value=position, min=0, max=last, description="position",
                                    continuous_update=False)
-        picture = widgets.Image(value=self.png(position), format="png")
-        slider.observe(lambda change: setattr(picture, "value", self.png(change["new"])),
-                       names="value")
+        picture = widgets.Image(value=self.png(position), format="png",
+                                layout=widgets.Layout(max_width="100%"))
+        picture.add_class(f"position-{position}")       # names the position the picture shows
+
+        def redraw(change):
+            picture.value = self.png(change["new"])
+            picture.remove_class(f"position-{change['old']}").add_class(f"position-{change['new']}")
+
+        slider.observe(redraw, names="value")
         return _ExplorerBox([slider, picture], _view_count=0)
 
 

@@ -1,0 +1,125 @@
+"""Issue #3 in a real browser: a learner opens the student lesson in JupyterLab 4 (Chromium),
+completes MultiHead, runs all, sees the printout and the live attention explorer (and not the
+static PNG twin), moves the slider, and nbgrader's Validate button reports success."""
+import base64
+import re
+from pathlib import Path
+
+import nbformat
+
+# lab, page, screenshots; skipped only without /usr/bin/chromium outside CI (CI=true must run it)
+pytest_plugins = [f"{__package__}.conftest_browser" if __package__ else "conftest_browser"]
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTION = re.compile(r"^\s*### (BEGIN|END) SOLUTION\n", re.M)
+
+
+def lesson_cell(path, grade_id):
+    nb = nbformat.read(path, as_version=4)
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def reference_answer():
+    """The source notebook's solution cell without nbgrader's solution markers."""
+    return SOLUTION.sub("", lesson_cell(ROOT / "source/multihead/multihead.ipynb", "multihead").source)
+
+
+def printout_lines():
+    """The nine lines the lesson says the runner prints (its 'What you should see' block)."""
+    md = lesson_cell(ROOT / "release/multihead/multihead.ipynb", "printout_md").source
+    lines = re.search(r"```\n(.*?)```", md, re.S).group(1).strip().splitlines()
+    assert len(lines) == 9, lines
+    return lines
+
+
+def image_bytes(img):
+    """The PNG bytes behind an <img> (the widget shows a blob: URL)."""
+    data = img.evaluate("""async img => {
+        const blob = await (await fetch(img.src)).blob();
+        return await new Promise(done => {
+            const reader = new FileReader();
+            reader.onload = () => done(reader.result.split(',')[1]);
+            reader.readAsDataURL(blob);
+        });
+    }""")
+    return base64.b64decode(data)
+
+
+def run_all(page, first_code, attempts=3):
+    """Run > Run All Cells. JupyterLab silently skips cells while its session has no kernel
+    yet (slow machines), so check the first code cell really started, else ask again."""
+    from playwright.sync_api import expect
+
+    prompt = first_code.locator(".jp-InputPrompt")
+    for attempt in range(attempts):
+        page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
+        page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
+        try:
+            expect(prompt).to_have_text(re.compile(r"\[(\*|\d+)\]"), timeout=30_000)
+            return
+        except AssertionError:
+            if attempt == attempts - 1:
+                raise
+
+
+def test_learner_sees_and_moves_the_attention_explorer(lab, page, screenshots):
+    from playwright.sync_api import expect
+
+    page.goto(lab, timeout=120_000)
+    nb = page.locator(".jp-NotebookPanel:visible")
+    status = page.locator("#jp-main-statusbar")     # "No Kernel" / "... | Starting" until ready
+    expect(status).to_contain_text(re.compile(r"\(ipykernel\) \| Idle"), timeout=120_000)
+
+    # type the answer into the answer cell
+    cells = nb.locator(".jp-Notebook .jp-Cell")
+    expect(cells.filter(has_text="raise NotImplementedError()")).to_have_count(1)
+    texts = cells.all_inner_texts()
+    answer = cells.nth(next(i for i, t in enumerate(texts) if "raise NotImplementedError()" in t))
+    answer.locator(".cm-content").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(reference_answer())
+    expect(answer.locator(".cm-content")).to_contain_text("torch.cat(")
+    expect(answer.locator(".cm-content")).not_to_contain_text("NotImplementedError")
+
+    run_all(page, first_code=cells.nth(next(i for i, t in enumerate(texts) if "import torch" in t)))
+
+    runner = nb.locator(".jp-CodeCell").filter(has_text="torch.manual_seed(42)")
+    expect(runner.locator(".jp-OutputArea")).to_contain_text("weights to learn", timeout=120_000)
+    shown = runner.locator(".jp-OutputArea").inner_text()
+    for line in printout_lines():
+        assert line in shown, f"printout line missing: {line!r}\n{shown}"
+
+    # the live widget, and not the static PNG twin
+    plot = nb.locator(".jp-CodeCell").filter(has_text="attention_explorer(mh, h")
+    picture = plot.locator("img.widget-image")
+    expect(picture).to_be_visible(timeout=90_000)
+    expect(plot.locator(".widget-slider")).to_be_visible()
+    expect(plot.locator(".widget-readout")).to_have_text("7")
+    expect(picture).to_have_class(re.compile(r"\bposition-7\b"))
+    expect(plot.locator(".jp-RenderedImage")).to_have_count(0, timeout=30_000)
+    expect(plot.locator("img")).to_have_count(1)
+    plot.scroll_into_view_if_needed()
+    plot.screenshot(path=screenshots / "browser_explorer_position7.png")
+    before = image_bytes(picture)
+    assert before[:8] == b"\x89PNG\r\n\x1a\n" and len(before) > 20_000
+
+    # move the slider to position 3: the picture is redrawn
+    old_src = picture.get_attribute("src")
+    plot.locator(".noUi-handle").click()
+    for _ in range(4):
+        page.keyboard.press("ArrowLeft")
+    expect(plot.locator(".widget-readout")).to_have_text("3")
+    # every key press redraws; the class naming the position follows the picture: wait for 3's
+    expect(picture).to_have_class(re.compile(r"\bposition-3\b"), timeout=60_000)
+    expect(picture).not_to_have_attribute("src", old_src)
+    after = image_bytes(picture)
+    assert after[:8] == b"\x89PNG\r\n\x1a\n" and after != before
+    plot.screenshot(path=screenshots / "browser_explorer_position3.png")
+
+    # nbgrader's Validate button (it saves first)
+    nb.locator(".validate-button").click()
+    dialog = page.locator(".jp-Dialog")
+    expect(dialog).to_contain_text("Validation Results", timeout=120_000)
+    page.screenshot(path=screenshots / "browser_validate.png")
+    expect(dialog).to_contain_text("Success! Your notebook passes all the tests.")
+    dialog.get_by_role("button", name="Ok").click()
