@@ -6,8 +6,8 @@ Everything a class needs is set from environment variables (defaults in brackets
 walks through the set-up:
 
     TINYGPT_TEACHERS       teachers' user names, comma-separated [teacher]
-    TINYGPT_STUDENTS       students' user names, comma-separated [none: then every user PAM accepts,
-                           except the teachers, is a student]
+    TINYGPT_STUDENTS       students' user names, comma-separated [none]
+    TINYGPT_STUDENT_GROUP  a Unix group whose members are students too [tinygpt]; nobody else gets in
     TINYGPT_COURSE_ID      nbgrader course id [tinygpt]
     TINYGPT_COURSE_DIR     the teacher's course folder, relative to their home [tinygpt]
     TINYGPT_EXCHANGE       nbgrader exchange, made here with mode 1777 [/srv/nbgrader/exchange]
@@ -19,6 +19,7 @@ walks through the set-up:
     TINYGPT_PROXY_API_URL  configurable-http-proxy's API [http://127.0.0.1:8001]
     TINYGPT_HUB_AUTH       pam (Unix passwords) or dummy (one shared password, for trials only) [pam]
     TINYGPT_HUB_DUMMY_PASSWORD  the shared password for dummy
+    TINYGPT_HUB_ADMINS     hub admins (may stop others' servers), comma-separated [none]
 
 Roles. Each user's server gets JUPYTER_CONFIG_PATH=<state>/jupyter/<role>:<state>/jupyter/common.
 common: nbgrader's course id and exchange, JupyterLab's news pop-up off. student: the formgrader,
@@ -43,6 +44,7 @@ COURSE_ID = os.environ.get("TINYGPT_COURSE_ID", "tinygpt")
 COURSE_DIR = os.environ.get("TINYGPT_COURSE_DIR", "tinygpt")
 TEACHERS = _names("TINYGPT_TEACHERS", "teacher")
 STUDENTS = _names("TINYGPT_STUDENTS")
+STUDENT_GROUP = os.environ.get("TINYGPT_STUDENT_GROUP", "tinygpt")
 EXCHANGE = os.environ.get("TINYGPT_EXCHANGE", "/srv/nbgrader/exchange")
 VENV = os.environ.get("TINYGPT_VENV", sys.prefix)
 STATE = os.environ.get("TINYGPT_HUB_STATE", "/srv/jupyterhub")
@@ -89,10 +91,15 @@ def _write_role_config():
         },
     }, indent=1))
     # teachers: the formgrader works on ~/<course dir>, and may be framed by JupyterLab itself
+    # The formgrader runs in the server, whose folder is the home: it reads the course's own
+    # nbgrader_config.py (the grading pipeline) only through this subconfig.
     _write(os.path.join(teacher, "nbgrader_config.py"), (
         "import os\n"
         "c = get_config()  # noqa: F821\n"
-        f"c.CourseDirectory.root = os.path.join(os.path.expanduser('~'), {COURSE_DIR!r})\n"
+        f"root = os.path.join(os.path.expanduser('~'), {COURSE_DIR!r})\n"
+        "c.CourseDirectory.root = root\n"
+        "if os.path.isfile(os.path.join(root, 'nbgrader_config.py')):\n"
+        "    load_subconfig(os.path.join(root, 'nbgrader_config.py'))  # noqa: F821\n"
     ))
     _write(os.path.join(teacher, "jupyter_server_config.d", "tinygpt-teacher.json"), json.dumps({
         "ServerApp": {"jpserver_extensions": {
@@ -134,10 +141,10 @@ if AUTH == "dummy":
 else:
     c.JupyterHub.authenticator_class = "pam"
     c.PAMAuthenticator.open_sessions = False
-if STUDENTS:
-    c.Authenticator.allowed_users = set(STUDENTS) | set(TEACHERS)
-else:
-    c.Authenticator.allow_all = True   # every local user PAM accepts
+# Who gets in: the teachers, the students named, and every member of the students' Unix group
+# (add a student with `useradd -G tinygpt ...`: no hub restart needed). Nobody else, root included.
+c.Authenticator.allowed_users = set(STUDENTS) | set(TEACHERS)
+c.LocalAuthenticator.allowed_groups = {STUDENT_GROUP}
 c.Authenticator.admin_users = set(_names("TINYGPT_HUB_ADMINS"))
 
 # --- each user's server --------------------------------------------------------------------------

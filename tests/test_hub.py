@@ -1,0 +1,361 @@
+"""The classroom, live: JupyterHub (hub/jupyterhub_config.py) + configurable-http-proxy + nbgrader's
+exchange, with a teacher and two students as real local Unix users.
+
+The teacher releases `multihead`; student 1 fetches, answers, validates and submits it in a real
+browser through the hub's login page and nbgrader's Assignments panel; student 2 submits a wrong
+answer from the command line; the teacher collects, autogrades, releases feedback and exports
+grades; the students fetch their feedback. Also checked: students have no formgrader, the teacher
+has it inside JupyterLab, and students cannot read each other's work or the teacher's course.
+
+Needs root, useradd/runuser, configurable-http-proxy, /usr/bin/chromium and /usr/bin/python3 with
+venv (`bash course.sh test` installs them as root). Skipped without them, except when CI is set.
+Screenshots: screenshots/hub-*.png; hub log and grades: tests/artifacts/hub*. Takes 2.5 minutes
+when the test venv is readable by every user, 1.5-2.5 more when it must make one (hub/README.md).
+"""
+import csv
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import hub_helpers as hh
+
+REPO = hh.REPO
+SHOTS = REPO / "screenshots"
+TEACHER, STUDENT1, STUDENT2 = "tgteacher", "tgstudent1", "tgstudent2"
+GROUP = "tgstudents"     # the hub lets the group's members in as students
+ASSIGNMENT, COURSE_ID = "multihead", "tinygpt"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _answers():
+    """The reference answer (source/, solution=true, markers removed) and a wrong one: no projection."""
+    nb = json.loads((REPO / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
+    cells = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    assert len(cells) == 1, "the lesson should have exactly one answer cell"
+    src = "".join(cells[0]["source"])
+    right = "\n".join(l for l in src.splitlines() if "### BEGIN SOLUTION" not in l and "### END SOLUTION" not in l)
+    wrong = re.sub(r"return self\.proj\((.*)\)", r"return \1", right)
+    assert wrong != right, "could not make the wrong answer (forward without self.proj)"
+    return cells[0]["metadata"]["nbgrader"]["grade_id"], right, wrong
+
+
+def _skip_or_fail():
+    missing = hh.missing_tools()
+    if missing and not hh.ci():
+        pytest.skip("live hub test needs " + "; ".join(missing) + " (CI=true runs it, and fails without them)")
+    assert not missing, "CI is set, and the live hub test needs: " + "; ".join(missing)
+
+
+def _shot(page, name):
+    SHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"hub-{name}.png"))
+
+
+def _login(context, hub, user, password):
+    """Log in through the hub's login page; returns the page once JupyterLab is up."""
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(f"{hub.url}/hub/login")
+    page.fill("#username_input", user)
+    page.fill("#password_input", password)
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(rf"/user/{user}/lab"), timeout=180_000)   # spawn can take a while
+    page.locator("#jp-main-dock-panel").wait_for(state="visible", timeout=120_000)
+    page.locator("#jp-menu-panel div.lm-MenuBar-itemLabel", has_text="Nbgrader").wait_for(timeout=120_000)
+    return page
+
+
+def _open_nbgrader_menu(page):
+    """Open the Nbgrader menu of the menu bar; returns the open menu."""
+    label = page.locator("#jp-menu-panel div.lm-MenuBar-itemLabel", has_text="Nbgrader")
+    menu = page.locator(".lm-Menu", has=page.locator('li[data-command^="nbgrader:"]'))
+    for _ in range(5):
+        label.click()
+        try:
+            menu.wait_for(state="visible", timeout=10_000)
+            return menu
+        except Exception:
+            page.keyboard.press("Escape")
+    raise AssertionError("the Nbgrader menu did not open")
+
+
+def _nbgrader_menu_commands(page):
+    menu = _open_nbgrader_menu(page)
+    # the menu lists every nbgrader command; Lumino hides those no enabled plugin registered
+    cmds = [li.get_attribute("data-command") for li in menu.locator("li[data-command]").all() if li.is_visible()]
+    page.keyboard.press("Escape")
+    return cmds
+
+
+def _menu_command(page, command):
+    _open_nbgrader_menu(page).locator(f'li[data-command="{command}"]').click()
+
+
+def _wait_list(page, name, n, timeout=120_000):
+    rows = page.locator(f"#{name}_assignments_list > .list_item")
+    deadline = time.time() + timeout / 1000
+    while time.time() < deadline:
+        if rows.count() == n:
+            return rows
+        page.wait_for_timeout(500)
+    raise AssertionError(f"the Assignments panel's {name} list has {rows.count()} rows, not {n}")
+
+
+def _nbgrader(user, args, hub, role, cwd=None):
+    return hh.run_as(user, [str(hub.venv / "bin" / "nbgrader"), *args], hub.role_env(role), cwd=cwd)
+
+
+def test_classroom_on_jupyterhub():
+    _skip_or_fail()
+    from playwright.sync_api import sync_playwright
+
+    grade_id, right, wrong = _answers()
+    base = Path(tempfile.mkdtemp(prefix="tinygpt-hub-"))
+    base.chmod(0o755)                  # hub users read the venv and the role config below it
+    artifacts = REPO / "tests" / "artifacts"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    users, hub, pw, browser = [], None, None, None
+    t0 = time.time()
+    stages, last = [], [t0, "venv, users, hub"]
+
+    def mark(next_stage):
+        """Close the running stage (for the timings printed at the end) and start the next."""
+        now = time.time()
+        stages.append(f"{last[1]} {now - last[0]:.0f}s")
+        last[:] = [now, next_stage]
+    try:
+        venv = hh.make_course_venv(base, artifacts / "hub-pip.log")
+        t_venv = time.time() - t0
+        passwords = {}
+        users.append(GROUP)
+        hh.add_group(GROUP, {TEACHER, STUDENT1, STUDENT2})
+        # student 2 works on the command line only: left out of the group, the hub must refuse them
+        for name, groups in ((TEACHER, ()), (STUDENT1, (GROUP,)), (STUDENT2, ())):
+            users.append(name)
+            passwords[name] = hh.add_user(name, groups)
+        exchange = base / "exchange"
+        hub = hh.Hub(venv, base / "state", exchange, [TEACHER], GROUP, artifacts / "hub.log")
+        hub.start()
+        assert (exchange.stat().st_mode & 0o7777) == 0o1777, "the hub should make the exchange 1777"
+
+        mark("the teacher's course folder")
+        # --- the teacher's course folder: a copy of the repo's config and source/, owned by them
+        course = hh.home(TEACHER) / "tinygpt"
+        course.mkdir()
+        shutil.copy(REPO / "nbgrader_config.py", course)
+        shutil.copytree(REPO / "source", course / "source",
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        subprocess.run(["chown", "-R", f"{TEACHER}:{TEACHER}", str(course)], check=True)
+        _nbgrader(TEACHER, ["generate_assignment", ASSIGNMENT], hub, "teacher", cwd=course)
+        _nbgrader(TEACHER, ["release_assignment", ASSIGNMENT], hub, "teacher", cwd=course)
+        assert (exchange / COURSE_ID / "outbound" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").exists()
+
+        pw = sync_playwright().start()
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+
+        mark('log-in refused')
+        # --- log-in: a local user who is neither a teacher nor in the students' group is refused
+        octx = browser.new_context()
+        other = octx.new_page()
+        other.goto(f"{hub.url}/hub/login")
+        other.fill("#username_input", STUDENT2)
+        other.fill("#password_input", passwords[STUDENT2])
+        other.click("#login_submit")
+        deadline = time.time() + 60      # refused: the login page again with an error; let in: spawning
+        while time.time() < deadline and not other.locator(".login_error").is_visible() \
+                and "/hub/login" in other.url:
+            other.wait_for_timeout(500)
+        assert other.locator(".login_error").is_visible() and "/hub/login" in other.url, \
+            f"the hub let in {STUDENT2}, who is neither a teacher nor in group {GROUP}: {other.url}"
+        octx.close()
+
+        mark('student 1')
+        # --- student 1, in the browser: no formgrader; fetch, answer, validate, submit
+        s1ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+        s1 = _login(s1ctx, hub, STUDENT1, passwords[STUDENT1])
+        _shot(s1, "1-student-lab")
+        cmds = _nbgrader_menu_commands(s1)
+        assert "nbgrader:open-assignment-list" in cmds, f"student 1 has no Assignment List: {cmds}"
+        assert "nbgrader:open-formgrader" not in cmds, f"student 1 has the formgrader in the menu: {cmds}"
+        r = s1.request.get(f"{hub.url}/user/{STUDENT1}/formgrader", max_redirects=0)
+        assert r.status in (403, 404), f"a student's /formgrader answered {r.status}"
+        r = s1.request.get(f"{hub.url}/user/{STUDENT1}/lab")
+        assert "frame-ancestors 'none'" in r.headers.get("content-security-policy", ""), \
+            "a student's server should keep JupyterHub's frame-ancestors 'none'"
+
+        _menu_command(s1, "nbgrader:open-assignment-list")
+        s1.locator(".lm-TabBar-tab .lm-TabBar-tabLabel", has_text="Assignments").wait_for()
+        rows = _wait_list(s1, "released", 1)
+        assert rows.first.locator(".item_name").inner_text().strip() == ASSIGNMENT
+        _shot(s1, "2-student-released")
+        rows.first.locator(".item_status button", has_text="Fetch").click()
+        rows = _wait_list(s1, "fetched", 1)
+        nb_path = hh.home(STUDENT1) / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+        assert nb_path.exists(), "fetching in the Assignments panel should put the notebook in the student's home"
+
+        s1.locator("#fetched_assignments_list a", has_text=ASSIGNMENT).first.click()
+        item = s1.locator(f"#nbgrader-{COURSE_ID}-{ASSIGNMENT}")
+        item.locator(".list_item .item_name a", has_text=ASSIGNMENT).first.click()
+        answer = s1.locator(".jp-Notebook .jp-Cell").filter(has_text="raise NotImplementedError()").first
+        answer.wait_for(timeout=120_000)
+        answer.scroll_into_view_if_needed()
+        answer.locator(".cm-content").click()
+        s1.keyboard.press("Control+a")
+        s1.keyboard.insert_text(right)
+        s1.keyboard.press("Control+s")
+        deadline, saved_answer = time.time() + 60, None
+        while time.time() < deadline and saved_answer != right.strip():
+            time.sleep(0.5)
+            try:
+                saved = json.loads(nb_path.read_text())
+            except ValueError:           # caught mid-write
+                continue
+            saved_answer = "".join("".join(c["source"]) for c in saved["cells"]
+                                   if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id).strip()
+        assert saved_answer == right.strip(), "the saved answer cell is not the reference answer"
+        _shot(s1, "3-student-answered")
+
+        s1.locator(".jp-NotebookPanel-toolbar").get_by_text("Validate", exact=True).click()
+        dialog = s1.locator(".jp-Dialog")
+        dialog.wait_for(timeout=240_000)
+        s1.wait_for_timeout(500)
+        _shot(s1, "4-student-validated")
+        dialog_text = dialog.inner_text()
+        assert "Success" in dialog_text, f"Validate did not pass the reference answer:\n{dialog_text[:2000]}"
+        dialog.locator("button").last.click()
+
+        s1.locator(".lm-TabBar-tab .lm-TabBar-tabLabel", has_text="Assignments").click()
+        rows = _wait_list(s1, "fetched", 1)
+        rows.first.locator(".item_status button", has_text="Submit").click()
+        _wait_list(s1, "submitted", 1)
+        _shot(s1, "5-student-submitted")
+
+        mark('student 2')
+        # --- student 2, on the command line: a wrong answer (forward skips the projection)
+        env2 = hub.role_env("student")
+        _nbgrader(STUDENT2, ["fetch_assignment", ASSIGNMENT], hub, "student")
+        edit = ("import json, sys; p = sys.argv[1]; nb = json.load(open(p))\n"
+                "[c.update(source=sys.argv[3]) for c in nb['cells']"
+                " if c['metadata'].get('nbgrader', {}).get('grade_id') == sys.argv[2]]\n"
+                "json.dump(nb, open(p, 'w'), indent=1)")
+        nb2 = hh.home(STUDENT2) / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+        hh.run_as(STUDENT2, [str(venv / "bin" / "python"), "-c", edit, str(nb2), grade_id, wrong], env2)
+        _nbgrader(STUDENT2, ["submit", ASSIGNMENT], hub, "student")
+
+        mark('privacy')
+        # --- privacy: student 1 reads neither student 2's work nor the teacher's course
+        inbound = exchange / COURSE_ID / "inbound"
+        subs = sorted(p.name for p in inbound.iterdir())
+        assert any(s.startswith(f"{STUDENT1}+{ASSIGNMENT}+") for s in subs), subs
+        assert any(s.startswith(f"{STUDENT2}+{ASSIGNMENT}+") for s in subs), subs
+        env1 = hub.role_env("student")
+        r = hh.run_as(STUDENT1, ["ls", str(inbound)], env1, check=False)
+        assert r.returncode != 0, f"student 1 can list the exchange's inbound (submissions): {r.stdout}"
+        r = hh.run_as(STUDENT1, ["sh", "-c", f"cat {inbound}/{STUDENT2}+*/{ASSIGNMENT}.ipynb"], env1, check=False)
+        assert r.returncode != 0 and "self.heads" not in r.stdout, "student 1 can read student 2's submission"
+        r = hh.run_as(STUDENT1, ["cat", str(nb2)], env1, check=False)
+        assert r.returncode != 0, "student 1 can read student 2's notebook in their home"
+        r = hh.run_as(STUDENT1, ["cat", str(course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")],
+                      env1, check=False)
+        assert r.returncode != 0 and "BEGIN SOLUTION" not in r.stdout, \
+            "student 1 can read the teacher's source notebook (with the solution)"
+        r = hh.run_as(STUDENT1, ["ls", str(course)], env1, check=False)
+        assert r.returncode != 0, "student 1 can list the teacher's course folder"
+
+        mark('the teacher')
+        # --- the teacher: the formgrader inside JupyterLab (framing allowed for them only)
+        tctx = browser.new_context(viewport={"width": 1400, "height": 900})
+        tp = _login(tctx, hub, TEACHER, passwords[TEACHER])
+        cmds = _nbgrader_menu_commands(tp)
+        assert "nbgrader:open-formgrader" in cmds, f"the teacher has no formgrader in the menu: {cmds}"
+        r = tp.request.get(f"{hub.url}/user/{TEACHER}/formgrader")
+        assert r.status == 200, f"the teacher's /formgrader answered {r.status}"
+        assert "frame-ancestors 'self'" in r.headers.get("content-security-policy", ""), \
+            "the teacher's framing header is not relaxed: the formgrader cannot show inside JupyterLab"
+        _menu_command(tp, "nbgrader:open-formgrader")
+        frame = tp.frame_locator("iframe").first
+        frame.locator("text=" + ASSIGNMENT).first.wait_for(timeout=120_000)
+        # the formgrader grades with the course's own nbgrader_config.py (the teacher role loads it)
+        frame.get_by_text("Current configuration", exact=False).first.click()
+        frame.get_by_text("add_missing_cells", exact=False).first.wait_for(timeout=30_000)
+        _shot(tp, "6-teacher-formgrader")
+
+        mark('the teacher grades from the command line')
+        # --- the teacher grades from the command line
+        for args in (["collect", ASSIGNMENT], ["autograde", ASSIGNMENT], ["generate_feedback", ASSIGNMENT],
+                     ["release_feedback", ASSIGNMENT], ["export", "--to", "grades.csv"]):
+            _nbgrader(TEACHER, args, hub, "teacher", cwd=course)
+        grades = {row["student_id"]: row for row in csv.DictReader(open(course / "grades.csv"))}
+        shutil.copy(course / "grades.csv", artifacts / "hub-grades.csv")
+        g1, g2 = grades[STUDENT1], grades[STUDENT2]
+        assert float(g1["max_score"]) > 0
+        assert float(g1["score"]) == float(g1["max_score"]), f"student 1 (reference answer) lost points: {g1}"
+        assert float(g2["score"]) < float(g2["max_score"]), f"student 2 (no projection) got full marks: {g2}"
+
+        mark('feedback')
+        # --- feedback: student 1 in the browser, student 2 on the command line
+        s1.locator(".lm-TabBar-tab .lm-TabBar-tabLabel", has_text="Assignments").click()
+        s1.locator("#refresh_assignments_list").click()
+        fb_dir = hh.home(STUDENT1) / ASSIGNMENT / "feedback"
+        fb1 = []
+        for _ in range(3):     # a click that lands while the list is being redrawn is lost: try again
+            _wait_list(s1, "submitted", 1)
+            button = s1.locator("#submitted_assignments_list button", has_text="Fetch Feedback").first
+            button.wait_for(timeout=60_000)
+            button.click()
+            deadline = time.time() + 30
+            while time.time() < deadline and not fb1:
+                fb1 = list(fb_dir.glob(f"*/{ASSIGNMENT}.html"))
+                time.sleep(0.5)
+            if fb1:
+                break
+        assert fb1, "student 1's feedback HTML did not arrive in their home"
+        s1.locator("#submitted_assignments_list a", has_text="view feedback").first.wait_for(timeout=60_000)
+        _shot(s1, "7-student-feedback")
+        _nbgrader(STUDENT2, ["fetch_feedback", ASSIGNMENT], hub, "student")
+        fb2 = list((hh.home(STUDENT2) / ASSIGNMENT / "feedback").glob(f"*/{ASSIGNMENT}.html"))
+        assert fb2, "student 2's feedback HTML did not arrive in their home"
+        score = lambda html: re.search(r"Score:\s*([\d.]+)\s*/\s*([\d.]+)", html)
+        m1, m2 = score(fb1[0].read_text()), score(fb2[0].read_text())
+        assert m1 and m1.group(1) == m1.group(2), "student 1's feedback does not show full marks"
+        assert m2 and float(m2.group(1)) < float(m2.group(2)), "student 2's feedback shows full marks"
+        s1.goto(f"{hub.url}/user/{STUDENT1}/files/{ASSIGNMENT}/feedback/{fb1[0].parent.name}/{ASSIGNMENT}.html")
+        s1.wait_for_load_state()
+        _shot(s1, "8-student-feedback-html")
+        mark("end")
+        print("hub test stages (each until the next):", "; ".join(stages))
+        print(f"hub test: venv {t_venv:.0f}s, total {time.time() - t0:.0f}s; "
+              f"grades {STUDENT1} {g1['score']}/{g1['max_score']}, {STUDENT2} {g2['score']}/{g2['max_score']}")
+    finally:
+        t1 = time.time()
+        problems = []
+
+        def attempt(what, fn, *args):
+            """One clean-up step; a failing one must not stop the ones after it."""
+            try:
+                fn(*args)
+            except Exception as e:  # noqa: BLE001
+                problems.append(f"{what}: {e!r}")
+
+        if browser is not None:
+            attempt("closing the browser", browser.close)
+        if pw is not None:
+            attempt("stopping playwright", pw.stop)
+        if hub is not None:
+            attempt("stopping the hub", hub.stop)
+        t2 = time.time()
+        for name in users[1:]:
+            attempt(f"removing {name}", hh.remove_user, name)
+        if users:
+            attempt(f"removing group {GROUP}", hh.remove_group, GROUP)
+        t3 = time.time()
+        shutil.rmtree(base, ignore_errors=True)
+        print(f"hub test clean-up: browser and hub {t2 - t1:.0f}s, users {t3 - t2:.0f}s, "
+              f"files {time.time() - t3:.0f}s" + "".join(f"\n  {p}" for p in problems))
