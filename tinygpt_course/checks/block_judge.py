@@ -51,7 +51,7 @@ def structure_problem(s, MultiHead):
     if s["sa"] is None:
         return "Block has no self.sa: store the attention, MultiHead(), in self.sa."
     if not s["sa_loadable"]:
-        return "self.sa should be the MultiHead from the set-up cell: self.sa = MultiHead()."
+        return "self.sa should be the MultiHead from the set-up cell, built with its defaults: MultiHead()."
     if s["ffwd"] is None:
         return "Block has no self.ffwd: store the feed-forward, an nn.Sequential, in self.ffwd."
     if s["ffwd"] != "Sequential":
@@ -113,7 +113,7 @@ def norms_problem(rec, x, f):
                 "output to x (x = x + ...), then give the feed-forward self.ln2 of the new x.")
     if close(ffwd_in, f["ln2"](sa_out)) or close(ffwd_in, f["ln1"](sa_out)):
         return ("the feed-forward gets only the attention's output: add it to x first "
-                "(x = x + self.sa(...)), so the letter's own vector is not lost.")
+                "(x = x + ...), so the letter's own vector is not lost.")
     if close(ffwd_in, f["ln1"](x + sa_out)):
         return "the feed-forward's input went through self.ln1: use self.ln2 before the feed-forward."
     return "the feed-forward does not get self.ln2 of x plus the attention's output."
@@ -127,11 +127,12 @@ def residual_problem(rec, x, f):
         return ("out is the feed-forward's output alone: add each layer's output to its input "
                 "(x = x + ...), the residual connections.")
     if close(out, sa_out + ffwd_out):
-        return "the attention's residual is missing: x = x + self.sa(self.ln1(x)), not x = self.sa(...)."
+        return ("the attention's residual is missing: add the attention's output to x "
+                "(x = x + ...) instead of replacing x with it.")
     if close(out, x + sa_out):
-        return "the feed-forward's output is never added: x = x + self.ffwd(self.ln2(x)), then return x."
+        return "the feed-forward's output is never added: add it to x as well, then return x."
     if close(out, x + ffwd_out):
-        return "the attention's output is never added to x: x = x + self.sa(self.ln1(x))."
+        return "the attention's output is never added to x: add it (x = x + ...) before the feed-forward."
     for name in ("ln1", "ln2"):
         if close(out, f[name](x + sa_out + ffwd_out)):
             return ("out went through a layer norm after the additions: return x as it is after "

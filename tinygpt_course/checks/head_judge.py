@@ -110,11 +110,12 @@ def value_problem(rec, exp, w, prefix=""):
     if out is None or list(out.shape) != [32, BLOCK_SIZE, HEAD_SIZE]:
         got = None if out is None else list(out.shape)
         if got == [32, BLOCK_SIZE, N_EMBD]:
-            return ("out has 32 numbers per position: it averaged x itself. Return "
-                    "self.weights @ self.value(x), the average of the values.")
+            return ("out has 32 numbers per position: it averaged x itself. Average the "
+                    "values, self.value(x), with the weights instead.")
         return f"out should be [32, 8, 16]; yours is {got}."
     if torch.allclose(out, exp["value"], atol=ATOL):
-        return "out is value(x) itself: return self.weights @ self.value(x), the weighted average."
+        return ("out is value(x) itself: return the values averaged with the weights (the matrix "
+                "product of self.weights and the values).")
     if not torch.allclose(out, w @ exp["value"], atol=ATOL):
-        return "out is not self.weights @ self.value(x): average the values with the head's weights."
+        return "out is not the head's weights times its values: average self.value(x) with self.weights."
     return None
