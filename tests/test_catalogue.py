@@ -3,7 +3,6 @@ with the course's configuration, in one class run, against its expected score pe
 import html
 import json
 import re
-import shutil
 from pathlib import Path
 
 import nbformat

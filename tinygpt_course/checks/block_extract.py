@@ -9,10 +9,10 @@ import torch
 from torch import nn
 
 from . import multihead_extract
+from .common import build, changed_last_letter, error_text  # noqa: F401
 from .weights import canonical_state
 
 N_EMBD, HIDDEN, LAST = 32, 128, 7
-changed_last_letter = multihead_extract.changed_last_letter
 
 
 def weight_spec():
@@ -30,9 +30,6 @@ def fixed_state(seed):
         state[f"{ln}.weight"] = state[f"{ln}.weight"] + 1
     return state
 
-
-def _error(exc):
-    return f"{type(exc).__name__}: {exc}"
 
 
 def describe(m):
@@ -90,7 +87,7 @@ def _run(m, x, rec, prefix):
     except BaseException as exc:  # the learner's code: anything can happen
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-        rec[prefix + "error"] = _error(exc)
+        rec[prefix + "error"] = error_text(exc)
     finally:
         for hook in hooks:
             hook.remove()
@@ -103,20 +100,8 @@ def extract(Block, embed, xb, seed):
     rec = {"seed": int(seed)}
     with torch.random.fork_rng(), torch.no_grad():
         torch.manual_seed(int(seed))
-        try:
-            m = Block()
-        except NotImplementedError:
-            rec["init_error"] = "unanswered"
-            return rec
-        except Exception as exc:
-            rec["init_error"] = _error(exc)
-            return rec
-        try:
-            rec["structure"] = describe(m)
-        except Exception as exc:
-            rec["init_error"] = "describing your Block failed: " + _error(exc)
-            return rec
-        if not loadable(rec["structure"]):
+        m = build(Block, describe, rec, "Block")
+        if m is None or not loadable(rec["structure"]):
             return rec
         load_fixed_weights(m, seed)
         _run(m, embed(xb), rec, "")

@@ -8,6 +8,7 @@ lists, tensors), so a sandboxed process can write it to a file for a judge elsew
 import torch
 from torch import nn
 
+from .common import build, changed_last_letter, error_text  # noqa: F401
 from .weights import canonical_state
 
 N_EMBD, HEAD_SIZE, BLOCK_SIZE, LAST = 32, 16, 8, 7
@@ -19,15 +20,6 @@ def weight_spec():
     return [(f"{part}.weight", (HEAD_SIZE, N_EMBD), N_EMBD) for part in PARTS]
 
 
-def changed_last_letter(xb, vocab_size=27):
-    """The batch with the letter at the last position replaced by the next symbol."""
-    xb2 = xb.clone()
-    xb2[:, LAST] = (xb2[:, LAST] + 1) % vocab_size
-    return xb2
-
-
-def _error(exc):
-    return f"{type(exc).__name__}: {exc}"
 
 
 def describe(m):
@@ -66,7 +58,7 @@ def _run(m, x, rec, prefix):
     except BaseException as exc:  # the learner's code: anything can happen
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-        rec[prefix + "error"] = _error(exc)
+        rec[prefix + "error"] = error_text(exc)
         return
     if torch.is_tensor(out):
         rec[prefix + "out"] = out.detach().clone()
@@ -81,20 +73,8 @@ def extract(Head, embed, xb, seed):
     rec = {"seed": int(seed)}
     with torch.random.fork_rng(), torch.no_grad():
         torch.manual_seed(int(seed))
-        try:
-            m = Head(HEAD_SIZE)
-        except NotImplementedError:
-            rec["init_error"] = "unanswered"
-            return rec
-        except Exception as exc:
-            rec["init_error"] = _error(exc)
-            return rec
-        try:
-            rec["structure"] = describe(m)
-        except Exception as exc:
-            rec["init_error"] = "describing your Head failed: " + _error(exc)
-            return rec
-        if not loadable(rec["structure"]):
+        m = build(Head, describe, rec, "Head", HEAD_SIZE)
+        if m is None or not loadable(rec["structure"]):
             return rec
         load_fixed_weights(m, seed)
         _run(m, embed(xb), rec, "")

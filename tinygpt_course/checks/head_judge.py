@@ -7,7 +7,7 @@ never spells out a Head. ``rec`` is plain data: the judge never runs the learner
 import torch
 import torch.nn.functional as F
 
-from .head_extract import BLOCK_SIZE, HEAD_SIZE, LAST, N_EMBD, PARTS, changed_last_letter, weight_spec
+from .head_extract import BLOCK_SIZE, HEAD_SIZE, N_EMBD, PARTS, changed_last_letter, weight_spec
 from .weights import canonical_state
 
 EXPECTED_PARAMS = 3 * N_EMBD * HEAD_SIZE  # 1536

@@ -8,6 +8,7 @@ written to a file by a sandboxed process and judged elsewhere.
 import torch
 from torch import nn
 
+from .common import build, changed_last_letter, error_text  # noqa: F401
 from .weights import canonical_state
 
 N_EMBD, HEAD_SIZE, N_HEADS, LAST = 32, 16, 2, 7
@@ -23,15 +24,6 @@ def weight_spec():
     return spec
 
 
-def changed_last_letter(xb, vocab_size=27):
-    """The batch with the letter at the last position replaced by the next symbol."""
-    xb2 = xb.clone()
-    xb2[:, LAST] = (xb2[:, LAST] + 1) % vocab_size
-    return xb2
-
-
-def _error(exc):
-    return f"{type(exc).__name__}: {exc}"
 
 
 def describe(m):
@@ -90,7 +82,7 @@ def _run(m, x, rec, prefix):
     except BaseException as exc:  # the learner's code: anything can happen
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-        rec[prefix + "error"] = _error(exc)
+        rec[prefix + "error"] = error_text(exc)
     finally:
         for hook in hooks:
             hook.remove()
@@ -104,20 +96,8 @@ def extract(MultiHead, embed, xb, seed):
     rec = {"seed": int(seed)}
     with torch.random.fork_rng(), torch.no_grad():
         torch.manual_seed(int(seed))  # the learner's own draws are overwritten anyway
-        try:
-            m = MultiHead()
-        except NotImplementedError:
-            rec["init_error"] = "unanswered"
-            return rec
-        except Exception as exc:
-            rec["init_error"] = _error(exc)
-            return rec
-        try:
-            rec["structure"] = describe(m)
-        except Exception as exc:
-            rec["init_error"] = "describing your MultiHead failed: " + _error(exc)
-            return rec
-        if not loadable(rec["structure"]):
+        m = build(MultiHead, describe, rec, "MultiHead")
+        if m is None or not loadable(rec["structure"]):
             return rec
         load_fixed_weights(m, seed)
         h = embed(xb)

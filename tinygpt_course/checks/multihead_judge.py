@@ -7,7 +7,7 @@ runs the learner's code: ``rec`` is plain data.
 import torch
 import torch.nn.functional as F
 
-from .multihead_extract import HEAD_SIZE, LAST, N_EMBD, N_HEADS, changed_last_letter, weight_spec
+from .multihead_extract import HEAD_SIZE, N_EMBD, N_HEADS, changed_last_letter, weight_spec
 from .weights import canonical_state
 
 EXPECTED_PARAMS = N_HEADS * 3 * N_EMBD * HEAD_SIZE + N_EMBD * N_EMBD + N_EMBD  # 4128
