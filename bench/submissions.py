@@ -51,6 +51,9 @@ def answers(reference):
         "notjson": None,
         # an answer that dies when the cell runs
         "raises": "raise RuntimeError('broken submission')\n",
+        # the right answer in a cell whose nbgrader metadata was damaged (graded, no points):
+        # nbgrader reports an error for this submission and grades the others
+        "badmeta": reference,
     }
 
 
@@ -88,6 +91,8 @@ def submit(course, student, kind):
     src = answers(reference_answer(course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"))[kind]
     if src is not None:
         _answer_cell(nb)["source"] = src
+    if kind == "badmeta":
+        _answer_cell(nb)["metadata"]["nbgrader"]["grade"] = True
     out.write_text(json.dumps(nb, indent=1))
     return out
 
@@ -102,3 +107,77 @@ def make_class(course, n, kinds=KINDS):
 
 def env():
     return _env()
+
+
+def gradebook_scores(course, assignment=ASSIGNMENT):
+    """{(student, notebook, cell): (auto score, manual score, needs manual grade)} plus each
+    answer cell's automatic comment, read with nbgrader's own Gradebook."""
+    from nbgrader.api import Gradebook
+    out = {}
+    with Gradebook(f"sqlite:///{Path(course).resolve() / 'gradebook.db'}", "tinygpt") as gb:
+        for sub in gb.find_assignment(assignment).submissions:
+            for nb in sub.notebooks:
+                for g in nb.grades:
+                    out[(sub.student.id, nb.name, g.name)] = (g.auto_score, g.manual_score, g.needs_manual_grade)
+                for c in nb.comments:
+                    out[(sub.student.id, nb.name, c.name, "comment")] = c.auto_comment
+    return out
+
+
+def totals(scores):
+    """{student: total automatic score} from gradebook_scores()."""
+    tot = {}
+    for key, val in scores.items():
+        if len(key) == 3:
+            tot[key[0]] = tot.get(key[0], 0) + (val[0] or 0)
+    return tot
+
+
+def autograded_notebooks(course, assignment=ASSIGNMENT):
+    """{student: the autograded notebook reduced to what grading decides}: per cell its type,
+    source, nbgrader metadata and text outputs (stream text, with consecutive pieces of one
+    stream joined as Jupyter shows them; error name and value; text/plain)."""
+    import nbformat
+    out = {}
+    for path in sorted(Path(course, "autograded").glob(f"*/{assignment}/*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        cells = []
+        for cell in nb.cells:
+            outs = []
+            for o in cell.get("outputs", []):
+                if o.output_type == "stream" and outs and outs[-1][0] == o.name:
+                    # the kernel flushes a print in one piece or two, as it happens: join them
+                    outs[-1] = (o.name, outs[-1][1] + o.text)
+                elif o.output_type == "stream":
+                    outs.append((o.name, o.text))
+                elif o.output_type == "error":
+                    outs.append((o.ename, o.evalue))
+                else:
+                    outs.append((o.output_type, o.get("data", {}).get("text/plain")))
+            cells.append((cell.cell_type, cell.source, dict(cell.metadata.get("nbgrader", {})), outs))
+        out[path.parts[-3]] = cells
+    return out
+
+
+def differences(a, b, limit=5):
+    """Where two autograded_notebooks() results differ, as readable lines (at most limit)."""
+    lines = []
+    for student in sorted(set(a) | set(b)):
+        x, y = a.get(student), b.get(student)
+        if x == y:
+            continue
+        if x is None or y is None or len(x) != len(y):
+            lines.append(f"{student}: {'no notebook' if x is None else len(x)} vs "
+                         f"{'no notebook' if y is None else len(y)} cells")
+            continue
+        for i, (cx, cy) in enumerate(zip(x, y)):
+            if cx != cy:
+                field = next(j for j in range(4) if cx[j] != cy[j])
+                what = ("cell type", "source", "nbgrader metadata", "outputs")[field]
+                vx, vy = cx[field], cy[field]
+                if field == 3:      # the first output that differs
+                    k = next((k for k in range(max(len(vx), len(vy)))
+                              if k >= min(len(vx), len(vy)) or vx[k] != vy[k]), 0)
+                    what, vx, vy = f"output {k}", vx[k:k + 1], vy[k:k + 1]
+                lines.append(f"{student} cell {i} {what}: {vx!r:.400} vs {vy!r:.400}")
+    return lines[:limit]

@@ -1,0 +1,168 @@
+"""Benchmark: grade a class with stock `nbgrader autograde` and with tinygpt-grade-class, in one run.
+
+    python bench/grade_class.py --n 40
+
+Makes N submissions (right, heads summed, plain list, unanswered, in turn) in a temporary copy of
+the course, measures the floor (start a kernel and import torch), grades the class with stock
+sequential `nbgrader autograde multihead --create` and with `tinygpt-grade-class multihead`,
+measures the floor again, and prints wall times, the speed-up, the cost per submission against
+the floor, CPU time, peak memory, and whether both gradebooks hold the same per-cell scores and
+the autograded notebooks are the same. See bench/README.md.
+"""
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import submissions as subs  # noqa: E402
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def measure_floor():
+    """Seconds to start the notebook's kernel and import torch in it (shutdown not counted)."""
+    from jupyter_client.manager import start_new_kernel
+    t0 = time.perf_counter()
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        reply = kc.execute_interactive("import torch", timeout=300)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        return time.perf_counter() - t0
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+class Watch(threading.Thread):
+    """While a command runs: peak resident memory of it and all its descendants, and a
+    progress bar counting autograded notebooks."""
+
+    def __init__(self, proc, course, n, desc):
+        super().__init__(daemon=True)
+        self.proc, self.course, self.peak = psutil.Process(proc.pid), Path(course), 0
+        self.bar = tqdm(total=n, desc=desc, unit="nb", dynamic_ncols=True)
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.wait(0.5):
+            try:
+                procs = [self.proc] + self.proc.children(recursive=True)
+            except psutil.NoSuchProcess:
+                continue
+            rss = 0
+            for p in procs:
+                try:
+                    rss += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.peak = max(self.peak, rss)
+            self.bar.update(self.graded() - self.bar.n)
+
+    def graded(self):
+        """Autograded notebooks nbgrader is done with: it makes them read-only last."""
+        done = 0
+        for p in self.course.glob("autograded/*/multihead/*.ipynb"):
+            try:
+                done += not p.stat().st_mode & 0o200
+            except OSError:
+                pass
+        return done
+
+    def stop(self):
+        self.done.set()
+        self.join()
+        self.bar.update(self.graded() - self.bar.n)
+        self.bar.close()
+
+
+def timed(cmd, course, n, desc, log):
+    cpu0, t0 = children_cpu(), time.perf_counter()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=course, env=subs.env(), stdout=out, stderr=subprocess.STDOUT)
+        watch = Watch(proc, course, n, desc)
+        watch.start()
+        proc.wait()
+        watch.stop()
+    return {"wall": time.perf_counter() - t0, "cpu": children_cpu() - cpu0, "peak": watch.peak,
+            "rc": proc.returncode, "log": log}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n", type=int, default=40, help="submissions (default 40)")
+    p.add_argument("--jobs", type=int, default=0, help="tinygpt-grade-class --jobs (default: its own)")
+    p.add_argument("--floor-runs", type=int, default=3, help="floor measurements before and after (default 3)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary courses")
+    args = p.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="tinygpt-bench-grade-class-"))
+    cores = len(os.sched_getaffinity(0))
+    print(f"course copies in {tmp}; {cores} cores; load average {os.getloadavg()[0]:.1f}", flush=True)
+    base = subs.make_course(tmp / "base")
+    roster = subs.make_class(base, args.n)
+    kinds = {k: list(roster.values()).count(k) for k in subs.KINDS}
+    stock, fast = tmp / "stock", tmp / "fast"
+    shutil.copytree(base, stock)
+    shutil.copytree(base, fast)
+
+    floors = [measure_floor() for _ in tqdm(range(args.floor_runs), desc="floor (before)")]
+    r_stock = timed([sys.executable, "-m", "nbgrader", "autograde", "multihead", "--create"],
+                    stock, args.n, "stock nbgrader autograde", tmp / "stock.log")
+    cmd = [sys.executable, "-m", "tinygpt_course.grading.classroom", "multihead", "--no-progress"]
+    if args.jobs:
+        cmd += ["--jobs", str(args.jobs)]
+    r_fast = timed(cmd, fast, args.n, "tinygpt-grade-class", tmp / "fast.log")
+    floors += [measure_floor() for _ in tqdm(range(args.floor_runs), desc="floor (after)")]
+
+    s_stock, s_fast = subs.gradebook_scores(stock), subs.gradebook_scores(fast)
+    diff = sorted({k[0] for k in set(s_stock) | set(s_fast) if s_stock.get(k) != s_fast.get(k)})
+    nb_stock, nb_fast = subs.autograded_notebooks(stock), subs.autograded_notebooks(fast)
+    nb_diff = sorted(s for s in set(nb_stock) | set(nb_fast) if nb_stock.get(s) != nb_fast.get(s))
+    totals = subs.totals(s_stock)
+    by_kind = {k: sorted({totals.get(s) for s, kk in roster.items() if kk == k}, key=str) for k in subs.KINDS}
+
+    floor = statistics.median(floors)
+    jobs = args.jobs or cores
+    n = args.n
+    print()
+    print(f"submissions: {n} ({', '.join(f'{k} {v}' for k, v in kinds.items())}); total scores by kind "
+          f"(stock): {by_kind}")
+    print(f"floor, start a kernel + import torch: median {floor:.2f} s "
+          f"(min {min(floors):.2f}, max {max(floors):.2f}, {len(floors)} runs, before and after)")
+    for name, r, used in [("stock nbgrader autograde (sequential)", r_stock, 1),
+                          (f"tinygpt-grade-class ({jobs} jobs)", r_fast, min(jobs, cores))]:
+        per = r["wall"] / n
+        print(f"{name:40s} wall {r['wall']:7.1f} s | per submission {per:5.2f} s = {per / floor:4.2f}x floor, "
+              f"{r['wall'] * used / n:5.2f} core-s = {r['wall'] * used / n / floor:4.2f}x floor | "
+              f"CPU {r['cpu'] / n:5.2f} s/submission | peak memory {r['peak'] / 2**30:4.2f} GB | exit {r['rc']}")
+    print(f"speed-up (stock wall / tinygpt-grade-class wall): {r_stock['wall'] / r_fast['wall']:.2f}x")
+    print(f"scores identical (per student, per cell, from both gradebooks): "
+          f"{'yes' if not diff and s_stock else 'NO: ' + ', '.join(diff)} ({len(s_stock)} entries)")
+    print(f"autograded notebooks identical (cells, sources, text outputs): "
+          f"{'yes' if not nb_diff and nb_stock else 'NO: ' + ', '.join(nb_diff)} ({len(nb_stock)} notebooks)")
+    for line in subs.differences(nb_stock, nb_fast):
+        print(f"    stock vs tinygpt-grade-class: {line}")
+    print(f"machine: {cores} cores, load average {os.getloadavg()[0]:.1f} at the end (other work counts)")
+    if args.keep:
+        print(f"kept: {tmp} (logs: stock.log, fast.log)")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0 if not diff and not nb_diff and s_stock else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""tinygpt-grade-class grades a class as sequential `nbgrader autograde` does, in parallel.
+
+Real nbgrader on a throw-away copy of the course with a small class: a right answer, a wrong
+one (plain list: partial credit), a notebook that is not JSON (the course's repair hook grades
+the released notebook in its place), and one whose answer cell's nbgrader metadata is damaged
+(nbgrader reports an error for it and goes on with the others).
+"""
+import multiprocessing
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from nbgrader.api import Gradebook
+
+from tinygpt_course.grading.classroom_worker import install_gradebook_lock
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+import submissions as subs  # noqa: E402  (bench/submissions.py: makes the class)
+
+ROSTER = {"ann": "right", "bob": "plainlist", "cat": "notjson", "abe": "badmeta"}
+GRADED = ["ann", "bob", "cat"]     # abe (graded first) handed in one nbgrader cannot grade
+FULL_MARKS = 7
+
+
+def grade_class(course, *args):
+    return subprocess.run([sys.executable, "-m", "tinygpt_course.grading.classroom", "multihead",
+                           "--no-progress", "--course-dir", str(course), "--logs", f"{course}-logs", *args],
+                          capture_output=True, text=True, env=subs.env(), timeout=600)
+
+
+def notebook_mtimes(course):
+    return {p.parts[-3]: p.stat().st_mtime_ns for p in Path(course, "autograded").glob("*/multihead/*.ipynb")}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The same class graded by stock `nbgrader autograde` and by tinygpt-grade-class (at once)."""
+    root = tmp_path_factory.mktemp("classroom")
+    base = subs.make_course(root / "base")
+    for student, kind in ROSTER.items():
+        subs.submit(base, student, kind)
+    stock, fast = root / "stock", root / "fast"
+    shutil.copytree(base, stock)
+    shutil.copytree(base, fast)
+    env = subs.env()
+    with open(root / "stock.log", "w") as log_stock, open(root / "fast.log", "w") as log_fast:
+        p_stock = subprocess.Popen([sys.executable, "-m", "nbgrader", "autograde", "multihead", "--create"],
+                                   cwd=stock, env=env, stdout=log_stock, stderr=subprocess.STDOUT)
+        p_fast = subprocess.Popen([sys.executable, "-m", "tinygpt_course.grading.classroom", "multihead",
+                                   "--jobs", "3", "--no-progress", "--course-dir", str(fast),
+                                   "--logs", str(root / "fast-logs")],
+                                  env=env, stdout=log_fast, stderr=subprocess.STDOUT)
+        rc_fast, rc_stock = p_fast.wait(timeout=600), p_stock.wait(timeout=600)
+    return {"root": root, "stock": stock, "fast": fast, "rc_stock": rc_stock, "rc_fast": rc_fast,
+            "out_stock": (root / "stock.log").read_text(), "out_fast": (root / "fast.log").read_text()}
+
+
+def copy_of(graded, name):
+    dest = graded["root"] / name
+    shutil.copytree(graded["fast"], dest)      # copy2 keeps the files' times
+    return dest
+
+
+def test_scores_and_notebooks_equal_sequential_nbgrader(graded):
+    stock = subs.gradebook_scores(graded["stock"])
+    fast = subs.gradebook_scores(graded["fast"])
+    assert stock, "stock nbgrader graded nothing:\n" + graded["out_stock"][-3000:]
+    # a real grading happened: the right answer has full marks, the plain list lost points
+    totals = subs.totals(stock)
+    assert totals["ann"] == FULL_MARKS and 0 < totals["bob"] < FULL_MARKS, totals
+    assert fast == stock, "per-cell gradebook scores differ from sequential nbgrader autograde"
+    nb_stock, nb_fast = subs.autograded_notebooks(graded["stock"]), subs.autograded_notebooks(graded["fast"])
+    assert nb_fast == nb_stock, "autograded notebooks differ from sequential nbgrader autograde " \
+        "(stock vs tinygpt-grade-class):\n" + "\n".join(subs.differences(nb_stock, nb_fast))
+
+
+def test_broken_submission_does_not_stop_the_others(graded):
+    # like nbgrader, the command says the run had an error, and names the submission
+    assert graded["rc_stock"] == 1 and graded["rc_fast"] == 1, graded["out_fast"][-3000:]
+    assert "failed: abe" in graded["out_fast"], graded["out_fast"][-3000:]
+    assert sorted(notebook_mtimes(graded["fast"])) == GRADED, graded["out_fast"][-3000:]
+    totals = subs.totals(subs.gradebook_scores(graded["fast"]))
+    assert totals["ann"] == FULL_MARKS, totals
+
+
+def test_second_run_skips_graded_and_regrades_a_resubmission(graded):
+    course = copy_of(graded, "rerun")
+    before = notebook_mtimes(course)
+    # bob hands in again, this time the right answer: his submission is newer than his grading
+    shutil.rmtree(course / "submitted" / "bob")
+    subs.submit(course, "bob", "right")
+    run = grade_class(course)
+    after = notebook_mtimes(course)
+    for student in ["ann", "cat"]:
+        assert after[student] == before[student], f"{student} was graded again:\n{run.stderr[-3000:]}"
+    assert after["bob"] != before["bob"], "a newer submission was not regraded"
+    assert subs.totals(subs.gradebook_scores(course))["bob"] == FULL_MARKS
+    assert "skipped 2" in run.stderr, run.stderr[-3000:]
+    assert "abe" not in after, "the broken submission left an autograded notebook"
+
+
+def test_force_regrades_everything(graded):
+    course = copy_of(graded, "force")
+    for student in ["abe", "bob", "cat"]:      # a class of one keeps the test fast
+        shutil.rmtree(course / "submitted" / student)
+    before, scores = notebook_mtimes(course), subs.gradebook_scores(course)
+    run = grade_class(course, "--force")
+    assert run.returncode == 0 and "graded 1, skipped 0" in run.stderr, run.stderr[-3000:]
+    assert notebook_mtimes(course)["ann"] != before["ann"], f"--force did not regrade ann:\n{run.stderr[-3000:]}"
+    assert subs.gradebook_scores(course) == scores
+
+
+def _hold_gradebook(db_url, holding, release):
+    install_gradebook_lock()
+    with Gradebook(db_url, "tinygpt"):
+        holding.set()
+        release.wait(60)
+
+
+def _open_gradebook(db_url, entered):
+    install_gradebook_lock()
+    with Gradebook(db_url, "tinygpt"):
+        entered.set()
+
+
+def test_workers_take_turns_on_the_gradebook(graded):
+    """While one worker has the gradebook open, another cannot open it: no 'database is locked'."""
+    db_url = f"sqlite:///{graded['fast'] / 'gradebook.db'}"
+    ctx = multiprocessing.get_context("fork")
+    holding, release, entered = ctx.Event(), ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold_gradebook, args=(db_url, holding, release))
+    holder.start()
+    try:
+        assert holding.wait(60), "the first worker never opened the gradebook"
+        other = ctx.Process(target=_open_gradebook, args=(db_url, entered))
+        other.start()
+        assert not entered.wait(2), "a second worker opened the gradebook while the first had it open"
+        release.set()
+        assert entered.wait(60), "the second worker never got the gradebook after the first closed it"
+        other.join(60)
+    finally:
+        release.set()
+        holder.join(60)
