@@ -141,7 +141,8 @@ class _Worker:
     def __init__(self, ctx):
         from tinygpt_course.grading.classroom_worker import serve
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=serve, args=(child,), daemon=True)
+        # not a daemon: the grading steps start processes of their own (the re-run's forkserver)
+        self.proc = ctx.Process(target=serve, args=(child,), daemon=False)
         self.proc.start()
         child.close()
         self.job = None

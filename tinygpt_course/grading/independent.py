@@ -7,11 +7,9 @@ set-up cells from source/, a scratch folder, no access to the course folder, fix
 a seed drawn now), judges the record in this process, which never ran learner code, and
 withdraws the points of every check the independent run does not confirm.
 """
-import json
+import multiprocessing
 import os
 import secrets
-import subprocess
-import sys
 import tempfile
 
 import nbformat
@@ -22,6 +20,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
 
+from . import sandbox
 from .lesson import answer_sources, checks_module, run_trusted, test_ids, trusted_sources
 
 FLAG = "IndependentCheckFailed"
@@ -98,26 +97,40 @@ class IndependentChecks(NbGraderPreprocessor):
         return result
 
     def _run_sandbox(self, job, scratch):
+        """Run the re-run in a process forked from a forkserver with torch imported; None, or
+        what went wrong in the learner's terms."""
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": scratch, "TMPDIR": scratch,
-               "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
-        limit = self.memory_limit_mb * 2 ** 20
-
-        def cap_memory():
-            import resource
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-        try:
-            proc = subprocess.run([sys.executable, "-m", "tinygpt_course.grading.sandbox"],
-                                  input=json.dumps(job), capture_output=True, text=True, cwd=scratch,
-                                  env=env, timeout=self.timeout, preexec_fn=cap_memory)
-        except subprocess.TimeoutExpired:
+               "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
+               "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        job = dict(job, scratch=scratch)
+        proc = _forkserver().Process(target=sandbox.child, args=(job, env, self.memory_limit_mb * 2 ** 20))
+        proc.start()
+        proc.join(self.timeout)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
             return f"your answer, re-run on its own, ran past the {self.timeout} s limit (an endless loop?)"
-        if proc.returncode != 0 or not os.path.exists(job["out"]):
-            tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no message"]
-            if "MemoryError" in tail[0]:
+        if proc.exitcode != 0 or not os.path.exists(job["out"]):
+            output = os.path.join(scratch, "output.txt")
+            lines = open(output, errors="replace").read().strip().splitlines() if os.path.exists(output) else []
+            tail = lines[-1] if lines else "no message"
+            if "MemoryError" in tail or "can't allocate memory" in tail:
                 return "your answer, re-run on its own, ran out of memory"
-            return f"your answer, re-run on its own, stopped with exit code {proc.returncode}: {tail[0][:300]}"
+            return f"your answer, re-run on its own, stopped with exit code {proc.exitcode}: {tail[:300]}"
         return None
+
+
+_context = None
+
+
+def _forkserver():
+    """One forkserver per grader process, started with torch imported: each re-run is a fork of
+    a clean process that never ran learner code, without paying torch's import again."""
+    global _context
+    if _context is None:
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(["torch", "tinygpt_course.grading.sandbox"])
+    return _context
 
 
 class RecordFlags(NbGraderPreprocessor):

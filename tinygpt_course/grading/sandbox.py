@@ -1,6 +1,7 @@
-"""The sandboxed half of an independent check: ``python -m tinygpt_course.grading.sandbox``.
+"""The sandboxed half of an independent check.
 
-Reads a JSON job on stdin: the checks module, the trusted set-up cells (from source/), the
+The grader forks it from a forkserver that has imported torch once (``child``), or it runs as
+``python -m tinygpt_course.grading.sandbox`` with the job as JSON on stdin. A job names the checks module, the trusted set-up cells (from source/), the
 learner's answer cell, a seed drawn by the grader, the output path and the folders the
 learner's code must not read. It binds the checker's ``extract_ns`` before any other code
 runs, installs an audit hook (no reading or listing of the blocked folders, no subprocesses),
@@ -44,8 +45,8 @@ def run_cell(source, ns, label):
     exec(compile("\n".join(lines), f"<{label}>", "exec"), ns)
 
 
-def main():
-    job = json.loads(sys.stdin.read())
+def main(job=None):
+    job = job if job is not None else json.loads(sys.stdin.read())
     checks = importlib.import_module(job["checks"])
     extract_ns = checks.extract_ns          # bound before any learner code runs
     import torch
@@ -66,6 +67,22 @@ def main():
         except BaseException as exc:  # the learner's code: report it, whatever it is
             rec = {"init_error": f"your answer cell raised {type(exc).__name__}: {exc}"}
     save(rec, out_path)
+
+
+def child(job, env, limit_bytes):
+    """The entry of a re-run forked from the forkserver (which has torch imported already):
+    a scratch folder, a clean environment, capped memory, output to a file, then main()."""
+    import resource
+    os.chdir(job["scratch"])
+    os.environ.clear()
+    os.environ.update(env)
+    log = os.open(os.path.join(job["scratch"], "output.txt"), os.O_WRONLY | os.O_CREAT, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    sys.stdout = os.fdopen(1, "w", buffering=1)
+    sys.stderr = os.fdopen(2, "w", buffering=1)
+    resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+    main(job)
 
 
 if __name__ == "__main__":
