@@ -136,7 +136,7 @@ def main(argv=None):
     by_kind = {k: sorted({totals.get(s) for s, kk in roster.items() if kk == k}, key=str) for k in subs.KINDS}
 
     floor = statistics.median(floors)
-    jobs = args.jobs or cores
+    jobs = args.jobs or cores + 1   # tinygpt-grade-class's default
     n = args.n
     print()
     print(f"submissions: {n} ({', '.join(f'{k} {v}' for k, v in kinds.items())}); total scores by kind "
