@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from . import multihead_extract
-from .common import build, changed_last_letter, error_text  # noqa: F401
+from .common import build, changed_last_letter, forward_record  # noqa: F401
 from .weights import canonical_state
 
 N_EMBD, HIDDEN, LAST = 32, 128, 7
@@ -78,19 +78,7 @@ def _run(m, x, rec, prefix):
         return hook
 
     hooks = [getattr(m, name).register_forward_hook(keep(name)) for name in ("sa", "ffwd")]
-    try:
-        out = m(x)
-        if torch.is_tensor(out):
-            rec[prefix + "out"] = out.detach().clone()
-        else:
-            rec[prefix + "error"] = f"forward returned {type(out).__name__}, not a tensor"
-    except BaseException as exc:  # the learner's code: anything can happen
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
-        rec[prefix + "error"] = error_text(exc)
-    finally:
-        for hook in hooks:
-            hook.remove()
+    forward_record(m, x, rec, prefix, hooks)
     for key, value in seen.items():
         rec[prefix + key] = value
 

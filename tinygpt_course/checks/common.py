@@ -30,3 +30,22 @@ def build(cls, describe, rec, what, *args):
         rec["init_error"] = f"describing your {what} failed: " + error_text(exc)
         return None
     return m
+
+
+def forward_record(m, x, rec, prefix, hooks=()):
+    """Run m(x) with `hooks` in place and remove them after. Records rec[prefix + 'out'], or
+    rec[prefix + 'error'] saying what went wrong, in the learner's terms."""
+    import torch
+    try:
+        out = m(x)
+        if torch.is_tensor(out):
+            rec[prefix + "out"] = out.detach().clone()
+        else:
+            rec[prefix + "error"] = f"forward returned {type(out).__name__}, not a tensor"
+    except BaseException as exc:  # the learner's code: anything can happen
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        rec[prefix + "error"] = error_text(exc)
+    finally:
+        for hook in hooks:
+            hook.remove()

@@ -8,7 +8,7 @@ lists, tensors), so a sandboxed process can write it to a file for a judge elsew
 import torch
 from torch import nn
 
-from .common import build, changed_last_letter, error_text  # noqa: F401
+from .common import build, changed_last_letter, forward_record  # noqa: F401
 from .weights import canonical_state
 
 N_EMBD, HEAD_SIZE, BLOCK_SIZE, LAST = 32, 16, 8, 7
@@ -53,17 +53,9 @@ def load_fixed_weights(m, seed):
 
 
 def _run(m, x, rec, prefix):
-    try:
-        out = m(x)
-    except BaseException as exc:  # the learner's code: anything can happen
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
-        rec[prefix + "error"] = error_text(exc)
+    forward_record(m, x, rec, prefix)
+    if prefix + "error" in rec and "not a tensor" not in rec[prefix + "error"]:
         return
-    if torch.is_tensor(out):
-        rec[prefix + "out"] = out.detach().clone()
-    else:
-        rec[prefix + "error"] = f"forward returned {type(out).__name__}, not a tensor"
     w = getattr(m, "weights", None)
     rec[prefix + "weights"] = w.detach().clone() if torch.is_tensor(w) else None
 

@@ -8,7 +8,7 @@ written to a file by a sandboxed process and judged elsewhere.
 import torch
 from torch import nn
 
-from .common import build, changed_last_letter, error_text  # noqa: F401
+from .common import build, changed_last_letter, forward_record  # noqa: F401
 from .weights import canonical_state
 
 N_EMBD, HEAD_SIZE, N_HEADS, LAST = 32, 16, 2, 7
@@ -74,18 +74,7 @@ def _run(m, x, rec, prefix):
     hooks = [head.register_forward_hook(lambda mod, i, o, k=k: calls.append((k, o)))
              for k, head in first.values()]
     hooks.append(m.proj.register_forward_pre_hook(lambda mod, i: proj_in.append(i[0])))
-    try:
-        out = m(x)
-        rec[prefix + "out"] = out.detach().clone() if torch.is_tensor(out) else None
-        if not torch.is_tensor(out):
-            rec[prefix + "error"] = f"forward returned {type(out).__name__}, not a tensor"
-    except BaseException as exc:  # the learner's code: anything can happen
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
-        rec[prefix + "error"] = error_text(exc)
-    finally:
-        for hook in hooks:
-            hook.remove()
+    forward_record(m, x, rec, prefix, hooks)
     rec[prefix + "head_calls"] = [k for k, _ in calls]
     rec[prefix + "head_outs"] = [o.detach().clone() for _, o in calls if torch.is_tensor(o)]
     rec[prefix + "proj_in"] = [t.detach().clone() for t in proj_in if torch.is_tensor(t)]
