@@ -1,15 +1,13 @@
 """The sandboxed half of an independent check.
 
-The grader forks it from a forkserver that has imported torch once (``child``), or it runs as
-``python -m tinygpt_course.grading.sandbox`` with the job as JSON on stdin. A job names the checks module, the trusted set-up cells (from source/), the
-learner's answer cell, a seed drawn by the grader, the output path and the folders the
-learner's code must not read. It binds the checker's ``extract_ns`` before any other code
+The grader forks it from a forkserver that has imported torch once (``child``). A job names
+the checks module, the trusted set-up cells (from source/), the learner's answer cell, a seed
+drawn by the grader, the output path and the folders the learner's code must not read. It binds the checker's ``extract_ns`` before any other code
 runs, installs an audit hook (no reading or listing of the blocked folders, no subprocesses),
 runs the set-up cells and then the answer cell, and writes the raw record with torch.save.
 The grader loads it with ``weights_only=True`` (plain data only) and judges it itself.
 """
 import importlib
-import json
 import os
 import sys
 
@@ -45,8 +43,7 @@ def run_cell(source, ns, label):
     exec(compile("\n".join(lines), f"<{label}>", "exec"), ns)
 
 
-def main(job=None):
-    job = job if job is not None else json.loads(sys.stdin.read())
+def main(job):
     checks = importlib.import_module(job["checks"])
     extract_ns = checks.extract_ns          # bound before any learner code runs
     import torch
@@ -84,6 +81,3 @@ def child(job, env, limit_bytes):
     resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
     main(job)
 
-
-if __name__ == "__main__":
-    main()
