@@ -1,57 +1,61 @@
-"""What the grading steps read from a lesson's source notebook."""
-import contextlib
-import importlib
-import io
+"""What grading trusts about a lesson, read from its source notebook before any learner code runs.
 
+Everything here comes from ``source/<assignment>/<notebook>.ipynb``: the lesson's name (notebook
+metadata ``tinygpt.lesson``), its set-up cells, the solution cell, and the ids of its test cells.
+The grader never executes any of it in its own process: the set-up and the solution run in the
+sandbox (tinygpt_course.grading.rerun).
+"""
+import hashlib
+from dataclasses import dataclass
+
+import nbformat
 from nbgrader.utils import is_grade, is_solution
 
-
-def checks_module(source):
-    """The lesson's checks module (notebook metadata tinygpt.checks), or None."""
-    name = source.metadata.get("tinygpt", {}).get("checks")
-    return importlib.import_module(name) if name else None
+from ..checks.protocol import load_lesson
 
 
-def _grade_id(cell):
+def grade_id(cell):
     return cell.metadata.get("nbgrader", {}).get("grade_id")
 
 
-def trusted_sources(source):
-    """The code cells before the first answer cell: the lesson's set-up, from source/."""
-    cells = []
-    for cell in source.cells:
-        if is_solution(cell):
-            break
-        if cell.cell_type == "code" and not is_grade(cell):
-            cells.append(cell.source)
-    return cells
+@dataclass(frozen=True)
+class LessonSource:
+    name: str              # the lesson: tinygpt_course.checks.<name>
+    setup: tuple           # code of the set-up cells, in order
+    answer_id: str         # grade_id of the answer cell
+    solution: str          # the solution cell's code
+    test_ids: tuple        # grade_ids of the test cells == the lesson's check ids
+    digest: str            # of all the above: a cache key
+
+    @property
+    def lesson(self):
+        return load_lesson(self.name)
 
 
-def test_ids(source):
-    return [_grade_id(c) for c in source.cells if is_grade(c) and not is_solution(c) and c.cell_type == "code"]
-
-
-def answer_sources(source, submitted):
-    """{answer id: the learner's code, or None when the cell is gone or is no longer code}."""
-    by_id = {_grade_id(c): c for c in submitted.cells}
-    answers = {}
-    for cell in source.cells:
+def read_lesson(path):
+    """The LessonSource of a source notebook, or None when it is not a checked lesson."""
+    nb = nbformat.read(path, as_version=4)
+    name = nb.metadata.get("tinygpt", {}).get("lesson")
+    if not name:
+        return None
+    setup, answer = [], None
+    for cell in nb.cells:
         if is_solution(cell) and cell.cell_type == "code":
-            mine = by_id.get(_grade_id(cell))
-            answers[_grade_id(cell)] = mine.source if mine is not None and mine.cell_type == "code" else None
-    return answers
+            answer = answer or cell
+        elif answer is None and cell.cell_type == "code" and not is_grade(cell):
+            setup.append(cell.source)
+    tests = tuple(grade_id(c) for c in nb.cells if is_grade(c) and not is_solution(c) and c.cell_type == "code")
+    lesson = load_lesson(name)
+    if set(tests) != set(lesson.checks):
+        raise ValueError(f"{path}: the test cells {sorted(tests)} are not the checks of lesson "
+                         f"{name!r} {sorted(lesson.checks)}")
+    digest = hashlib.sha256(repr((name, setup, grade_id(answer), answer.source, tests)).encode()).hexdigest()
+    return LessonSource(name, tuple(setup), grade_id(answer), answer.source, tests, digest)
 
 
-_trusted_cache = {}
-
-
-def run_trusted(source):
-    """The namespace of the trusted set-up cells, run in this (the grader's) process."""
-    key = "\n\0".join(trusted_sources(source))
-    if key not in _trusted_cache:
-        ns = {"__name__": "__lesson__"}
-        with contextlib.redirect_stdout(io.StringIO()):
-            for i, code in enumerate(trusted_sources(source)):
-                exec(compile(code, f"<set-up cell {i + 1}>", "exec"), ns)
-        _trusted_cache[key] = ns
-    return _trusted_cache[key]
+def answer_source(lesson_source, submitted):
+    """The learner's answer cell's code, or None when the cell is gone or is no longer code."""
+    for cell in submitted.cells:
+        if grade_id(cell) == lesson_source.answer_id:
+            return cell.source if cell.cell_type == "code" else None
+    return None

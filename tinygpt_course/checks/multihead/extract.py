@@ -1,58 +1,54 @@
-"""The half of the multihead checks that runs the learner's MultiHead and records numbers.
+"""The learner side of the multihead checks: runs the learner's MultiHead, records raw numbers.
 
-It builds the learner's MultiHead, describes its structure, loads fixed weights (drawn from
-``seed`` by parameter name) and runs it on the batch and on the batch with its last letter
-changed. Everything it returns is plain data (str, int, bool, lists, tensors), so it can be
-written to a file by a sandboxed process and judged elsewhere.
+It builds the learner's MultiHead, records how it stores its layers (names, types, shapes),
+loads fixed weights drawn from ``seed`` by parameter name and runs it on the batch and on the
+batch with its last letter changed, recording what each head gave, what the projection received
+and what came out. A record holds only plain data (str, int, bool, lists, dicts, tensors) and
+no verdicts: the trusted judge derives every fact from it.
 """
 import torch
 from torch import nn
 
-from .common import build, changed_last_letter, forward_record  # noqa: F401
-from .weights import canonical_state
-
-N_EMBD, HEAD_SIZE, N_HEADS, LAST = 32, 16, 2, 7
+from ...config import SIZES
+from ..common import build, changed_last_letter, forward_record
+from ..weights import canonical_state
 
 
 def weight_spec():
     """The parameters the lesson's MultiHead has, with their shapes and fan-ins."""
     spec = []
-    for i in range(N_HEADS):
+    for i in range(SIZES.n_heads):
         for part in ("key", "query", "value"):
-            spec.append((f"heads.{i}.{part}.weight", (HEAD_SIZE, N_EMBD), N_EMBD))
-    spec += [("proj.weight", (N_EMBD, N_EMBD), N_EMBD), ("proj.bias", (N_EMBD,), N_EMBD)]
+            spec.append((f"heads.{i}.{part}.weight", (SIZES.head_size, SIZES.n_embd), SIZES.n_embd))
+    spec += [("proj.weight", (SIZES.n_embd, SIZES.n_embd), SIZES.n_embd),
+             ("proj.bias", (SIZES.n_embd,), SIZES.n_embd)]
     return spec
 
 
-
-
 def describe(m):
-    """The structure of a MultiHead object, as plain data."""
-    heads = getattr(m, "heads", None)
-    proj = getattr(m, "proj", None)
+    """How a MultiHead object stores its layers, as raw observations."""
+    heads, proj = getattr(m, "heads", None), getattr(m, "proj", None)
     s = {"heads_type": None if heads is None else type(heads).__name__,
-         "heads_registered": isinstance(heads, nn.ModuleList),
-         "n_heads": None, "distinct_heads": None, "head_sizes": [],
-         "heads_are_Head": False,
+         "params": [[name, list(p.shape)] for name, p in m.named_parameters()],
+         "head_types": None, "head_ids": None, "head_key_sizes": None,
          "proj_type": None if proj is None else type(proj).__name__,
-         "proj_shape": None, "proj_bias": None,
-         "n_params": sum(p.numel() for p in m.parameters())}
+         "proj_features": None, "proj_has_bias": None}
     if heads is not None and hasattr(heads, "__len__") and hasattr(heads, "__iter__"):
         items = list(heads)
-        s["n_heads"] = len(items)
-        s["distinct_heads"] = len({id(x) for x in items})
-        s["heads_are_Head"] = all(type(x).__name__ == "Head" for x in items)
-        s["head_sizes"] = [getattr(getattr(x, "key", None), "out_features", None) for x in items]
+        s["head_types"] = [type(x).__name__ for x in items]
+        s["head_ids"] = [id(x) for x in items]
+        s["head_key_sizes"] = [getattr(getattr(x, "key", None), "out_features", None) for x in items]
     if isinstance(proj, nn.Linear):
-        s["proj_shape"] = [proj.in_features, proj.out_features]
-        s["proj_bias"] = proj.bias is not None
+        s["proj_features"] = [proj.in_features, proj.out_features]
+        s["proj_has_bias"] = proj.bias is not None
     return s
 
 
 def loadable(s):
-    """Can the fixed weights be loaded? (two heads of 16 with key/query/value, a 32x32 Linear)"""
-    return (s["n_heads"] == N_HEADS and s["heads_are_Head"]
-            and s["head_sizes"] == [HEAD_SIZE] * N_HEADS and s["proj_shape"] == [N_EMBD, N_EMBD])
+    """Can the fixed weights be loaded? (two Heads of 16 with key/query/value, a 32x32 Linear)"""
+    return (s["head_types"] == ["Head"] * SIZES.n_heads
+            and s["head_key_sizes"] == [SIZES.head_size] * SIZES.n_heads
+            and s["proj_features"] == [SIZES.n_embd, SIZES.n_embd])
 
 
 def load_fixed_weights(m, seed):
@@ -80,17 +76,17 @@ def _run(m, x, rec, prefix):
     rec[prefix + "proj_in"] = [t.detach().clone() for t in proj_in if torch.is_tensor(t)]
 
 
-def extract(MultiHead, embed, xb, seed):
-    """Run the learner's MultiHead under fixed weights; return what the judge needs."""
-    rec = {"seed": int(seed)}
+def extract(ns, seed):
+    """Run ns['MultiHead'] under fixed weights on ns['xb']; return the raw record."""
+    MultiHead, embed, xb = ns["MultiHead"], ns["embed"], ns["xb"]
+    rec = {}
     with torch.random.fork_rng(), torch.no_grad():
         torch.manual_seed(int(seed))  # the learner's own draws are overwritten anyway
         m = build(MultiHead, describe, rec, "MultiHead")
         if m is None or not loadable(rec["structure"]):
             return rec
         load_fixed_weights(m, seed)
-        h = embed(xb)
-        _run(m, h, rec, "")
+        _run(m, embed(xb), rec, "")
         rec["head_weights"] = [head.weights[0].detach().clone()
                                if torch.is_tensor(getattr(head, "weights", None)) else None
                                for head in m.heads]

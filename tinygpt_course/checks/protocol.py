@@ -1,0 +1,101 @@
+"""The contract between grading and a lesson's checks, as code both sides import.
+
+A lesson's checks live in the package ``tinygpt_course.checks.<lesson>`` and come in two halves:
+
+- ``extract.py``, the **learner side**: ``extract(ns, seed) -> dict`` runs the learner's code
+  (``ns`` is the namespace of the lesson's set-up cells with the answer cell run after them),
+  loads fixed weights drawn from ``seed`` by parameter name and records *raw observations* only:
+  shapes, names, types, tensors. Nothing in a record is a verdict. At grading time it runs in
+  the sandbox, so a record is untrusted data.
+- ``judge.py``, the **trusted side**: ``LESSON``, an instance of a :class:`Lesson` subclass whose
+  ``judge(check_id, rec, ref)`` compares the learner's record with ``ref``, the record that the
+  *same* extract made of the lesson's own solution (from ``source/``, run in the sandbox too,
+  with the same seed). The judge derives every fact it uses from raw values, ignores anything a
+  record says about itself (its seed, for one), and returns a :class:`Verdict`. It imports no
+  learner-side module: grading imports judges, never extracts.
+
+So no reference implementation lives in the installed library: the expected numbers come from
+running the teacher's solution, at grading time with a seed drawn by the grader, and in the
+learner's notebook from ``reference.pt``, the record of the solution for the notebook's seed,
+stored as data beside the judge (``python -m tinygpt_course.grading.reference`` writes it; a test
+checks it is current).
+
+A check's id is the ``grade_id`` of its test cell in the lesson's notebook; grading checks that
+the two sets agree before it grades anything.
+"""
+import enum
+import importlib
+from dataclasses import dataclass
+
+
+class Kind(str, enum.Enum):
+    """What kind of result a verdict is. Code decides on the kind, never on message text."""
+    PASSED = "passed"
+    UNANSWERED = "unanswered"          # the released stub is still there
+    BUILD_ERROR = "build_error"        # the learner's class could not be built
+    STRUCTURE = "structure"            # layers stored or sized other than the task asks
+    UNREGISTERED = "unregistered"      # layers hidden from PyTorch (a plain list): only counts differ
+    FORWARD_ERROR = "forward_error"    # forward raised, or gave no tensor
+    WRONG_SHAPE = "wrong_shape"
+    WRONG_VALUE = "wrong_value"        # the numbers differ from the solution's under the same weights
+    NOT_CAUSAL = "not_causal"
+    NO_RESULT = "no_result"            # grading only: the re-run gave nothing to judge
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One check's result: passed or not, a message in the learner's terms, and its kind."""
+    passed: bool
+    message: str
+    kind: Kind
+
+    @classmethod
+    def ok(cls, message):
+        return cls(True, message, Kind.PASSED)
+
+    @classmethod
+    def fail(cls, kind, message):
+        assert kind is not Kind.PASSED
+        return cls(False, message, Kind(kind))
+
+
+class Lesson:
+    """What grading and the notebook need to know about one lesson's checks.
+
+    Subclasses set ``name`` and ``checks`` and implement ``judge``.
+    """
+    name = ""
+    checks = {}          # check id (== grade_id of its test cell) -> the printout lines it covers
+    default_seed = 2024  # the fixed weights of the in-notebook checks; grading draws its own
+
+    @property
+    def extract_module(self):
+        """The learner-side module, by name: imported only where learner code runs."""
+        return f"tinygpt_course.checks.{self.name}.extract"
+
+    def judge(self, check_id, rec, ref):
+        """Verdict for check_id, comparing the learner's record with the solution's."""
+        raise NotImplementedError
+
+    def verdict(self, check_id, rec, ref):
+        """judge(), for any record at all: an unknown id is a bug, a malformed record a failure."""
+        if check_id not in self.checks:
+            raise KeyError(f"unknown check {check_id!r}; {self.name} has {list(self.checks)}")
+        if not isinstance(rec, dict):
+            return Verdict.fail(Kind.NO_RESULT, "the re-run's result is not a record")
+        try:
+            return self.judge(check_id, rec, ref)
+        except Exception as exc:   # a malformed record is the submission's fault, not a crash
+            return Verdict.fail(Kind.NO_RESULT,
+                                f"the result of your code could not be checked ({type(exc).__name__}: {exc})")
+
+
+def load_lesson(name):
+    """The Lesson object of tinygpt_course.checks.<name>.judge, checked to be one."""
+    if not name.isidentifier():
+        raise ValueError(f"not a lesson name: {name!r}")
+    module = importlib.import_module(f"tinygpt_course.checks.{name}.judge")
+    lesson = getattr(module, "LESSON", None)
+    if not isinstance(lesson, Lesson) or lesson.name != name:
+        raise TypeError(f"tinygpt_course.checks.{name}.judge.LESSON is not the Lesson of {name!r}")
+    return lesson

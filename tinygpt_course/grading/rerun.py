@@ -1,0 +1,130 @@
+"""The grader's side of the re-run: start the sandboxed re-run server, send jobs, read records.
+
+One server per grading process (a forked class-grading worker starts its own): bubblewrap
+running ``python -m tinygpt_course.rerun.server``, which imports torch once and forks a child
+per job (see that module). This module never imports it: learner code runs only over there.
+Records come back as bytes and are loaded with ``torch.load(weights_only=True)``: plain
+tensors and containers, nothing that could run code here.
+"""
+import io
+import json
+import os
+import select
+import struct
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+from .sandbox import sandbox_env
+
+READY_TIMEOUT = 180
+
+
+@dataclass(frozen=True)
+class RerunResult:
+    """A re-run's record, or (record None) what went wrong, in the learner's terms."""
+    record: object
+    problem: str = ""
+
+
+class ServerGone(RuntimeError):
+    pass
+
+
+class RerunServer:
+    def __init__(self, sandbox, lessons):
+        self.sandbox = sandbox
+        self.log = tempfile.TemporaryFile()
+        argv = [sys.executable, "-m", "tinygpt_course.rerun.server", *lessons]
+        self.proc = subprocess.Popen(sandbox.wrap(argv, chdir="/tmp"), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, env=sandbox_env(),
+                                     cwd=tempfile.gettempdir(), start_new_session=True)
+        header, _ = self._read(READY_TIMEOUT)
+        if header.get("status") != "ready":
+            raise ServerGone(f"the re-run server did not start: {self._log_tail()}")
+
+    def _log_tail(self):
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-1500:] or "no message"
+
+    def _read_exact(self, n, deadline):
+        fd, chunks = self.proc.stdout.fileno(), []
+        while n:
+            left = deadline - _now()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise ServerGone("no answer in time")
+            chunk = os.read(fd, min(n, 1 << 20))
+            if not chunk:
+                raise ServerGone(f"the re-run server ended: {self._log_tail()}")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def _read(self, timeout):
+        deadline = _now() + timeout
+        (n,) = struct.unpack(">I", self._read_exact(4, deadline))
+        header = json.loads(self._read_exact(n, deadline))
+        (m,) = struct.unpack(">I", self._read_exact(4, deadline))
+        return header, self._read_exact(m, deadline)
+
+    def run(self, job):
+        data = json.dumps(job).encode()
+        try:
+            self.proc.stdin.write(struct.pack(">I", len(data)) + data)
+            self.proc.stdin.flush()
+            return self._read(job["timeout"] + 60)
+        except (BrokenPipeError, OSError) as exc:
+            raise ServerGone(f"the re-run server ended ({exc}): {self._log_tail()}") from None
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+_servers = {}
+
+
+def _server(sandbox, lessons):
+    key = (os.getpid(), tuple(lessons), sandbox.enabled, sandbox.memory_limit_mb, sandbox.cpu_limit_s)
+    server = _servers.get(key)
+    if server is None or server.proc.poll() is not None:
+        server = _servers[key] = RerunServer(sandbox, lessons)
+    return server
+
+
+def _now():
+    import time
+    return time.monotonic()
+
+
+def rerun(sandbox, lesson, setup, answer, seed, timeout):
+    """Run `answer` after the set-up cells in the sandbox and extract with `seed`."""
+    import torch
+    job = {"lesson": lesson, "setup": list(setup), "answer": answer, "seed": int(seed), "timeout": timeout,
+           "memory_limit_mb": sandbox.memory_limit_mb, "cpu_limit_s": sandbox.cpu_limit_s}
+    try:
+        server = _server(sandbox, [lesson])
+        header, payload = server.run(job)
+    except ServerGone as exc:
+        _servers.pop((os.getpid(), (lesson,), sandbox.enabled, sandbox.memory_limit_mb, sandbox.cpu_limit_s), None)
+        return RerunResult(None, f"your answer could not be re-run on its own ({exc})")
+    tail = (header.get("tail") or "").strip().splitlines()
+    last = tail[-1] if tail else "no message"
+    if header["status"] == "timeout":
+        return RerunResult(None, f"your answer, re-run on its own, ran past the {timeout} s limit (an endless loop?)")
+    if header["status"] == "too_large":
+        return RerunResult(None, "your answer, re-run on its own, left a result too large to read")
+    if header["exitcode"] != 0 or not payload:
+        if "MemoryError" in last or "can't allocate memory" in last:
+            return RerunResult(None, "your answer, re-run on its own, ran out of memory")
+        return RerunResult(None, f"your answer, re-run on its own, stopped with exit code "
+                                 f"{header['exitcode']}: {last[:300]}")
+    try:
+        rec = torch.load(io.BytesIO(payload), weights_only=True)
+    except Exception as exc:
+        return RerunResult(None, f"the re-run left no readable result ({type(exc).__name__})")
+    if not isinstance(rec, dict):
+        return RerunResult(None, "the re-run left no readable result (not a record)")
+    return RerunResult(rec)
