@@ -21,23 +21,35 @@ from nbgrader.preprocessors import (  # noqa: E402
 
 from tinygpt_course.grading.execute import RobustExecute  # noqa: E402
 from tinygpt_course.grading.feedback import ExplainChecks  # noqa: E402
-from tinygpt_course.grading.independent import IndependentChecks, RecordFlags  # noqa: E402
+from tinygpt_course.grading.independent import IndependentChecks, PrepareChecks, RecordFlags  # noqa: E402
+from tinygpt_course.grading.owner import CheckOwner  # noqa: E402
 from tinygpt_course.grading.repair import (  # noqa: E402
     ForgetDuplicates, RestoreDeletedCells, pre_convert_hook)
 
-# Sanitizing as nbgrader does it, plus two repairs: duplicated or deleted cells lose nothing.
-c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, ForgetDuplicates(), RestoreDeletedCells(),
-                                      OverwriteKernelspec, OverwriteCells, CheckCellMetadata]
+# Sanitizing as nbgrader does it, after an ownership check (a submission whose files belong to
+# another Unix user is not graded), plus two repairs: duplicated or deleted cells lose nothing.
+c.Autograde.sanitize_preprocessors = [CheckOwner, ClearOutput, DeduplicateIds, ForgetDuplicates(),
+                                      RestoreDeletedCells(), OverwriteKernelspec, OverwriteCells,
+                                      CheckCellMetadata]
 
-# nbgrader's autograde pipeline with three steps swapped in or added: RobustExecute for
-# Execute; IndependentChecks right after it; RecordFlags after the scores are saved.
+# nbgrader's autograde pipeline with steps swapped in or added: PrepareChecks first (reads
+# source/ and runs the solution before any learner code runs), RobustExecute for Execute (the
+# kernel runs in the sandbox), IndependentChecks right after it, RecordFlags after the scores.
 c.Autograde.autograde_preprocessors = [
-    RobustExecute, IndependentChecks, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-    SaveAutoGrades, RecordFlags, AssignLatePenalties, CheckCellMetadata]
-c.RobustExecute.timeout = 60               # seconds one cell may run (c.Execute.timeout above)
-c.RobustExecute.memory_limit_mb = 6144     # the learner's kernel's address space
+    PrepareChecks, RobustExecute, IndependentChecks, IgnorePattern, ClearMetadataPreprocessor,
+    LimitOutput, SaveAutoGrades, RecordFlags, AssignLatePenalties, CheckCellMetadata]
+c.RobustExecute.timeout = 60               # seconds one cell may run
 c.IndependentChecks.timeout = 120          # seconds for the whole independent re-run
 c.Autograde.pre_convert_hook = pre_convert_hook   # broken or renamed notebooks still get a result
+
+# The sandbox every run of learner code goes through (bubblewrap; README "Grading sandbox").
+# Without bubblewrap grading refuses; c.Sandbox.enabled = False opts out (with a warning).
+c.Sandbox.memory_limit_mb = 6144           # address space of each process in the sandbox
+c.Sandbox.cpu_limit_s = 900                # CPU seconds of each process in the sandbox
+c.Sandbox.max_processes = 512              # processes and threads (not applied to a root grader)
+
+# Collect only submissions made by the student they name (nbgrader only warns).
+c.ExchangeFactory.collect = "tinygpt_course.grading.exchange.CheckedCollect"
 
 # Feedback shows each check's name, points and diagnosis, never a hidden test's code.
 c.GenerateFeedback.preprocessors = ["nbgrader.preprocessors.GetGrades", ExplainChecks,

@@ -1,18 +1,21 @@
 """Independent checks: the learner's code cannot change the verdict of a graded check.
 
 Stock nbgrader runs the hidden tests in the learner's kernel, after the learner's code, which
-can replace ``torch.allclose``, rewrite later cells or print the expected lines. This step runs
-after nbgrader's Execute. It re-runs the learner's answer cell in a fresh process (the trusted
-set-up cells from source/, a scratch folder, no access to the course folder, fixed weights from
-a seed drawn now), judges the record in this process, which never ran learner code, and
-withdraws the points of every check the independent run does not confirm.
+can replace ``torch.allclose``, rewrite later cells or print the expected lines. Two steps here:
+
+- ``PrepareChecks`` runs first, before any learner code: it reads from ``source/`` everything
+  grading trusts (the lesson, its set-up cells, its solution, its check ids), draws the seed of
+  this grading process and gets the solution's record for that seed (the solution run through
+  the lesson's extract, in the sandbox).
+- ``IndependentChecks`` runs after nbgrader's Execute: it re-runs the learner's answer cell on
+  its own (the trusted set-up cells, then the answer, then the extract, in the sandbox, with the
+  same seed), judges the record against the solution's in this process, which never runs
+  learner code or notebook text, and withdraws the points of every check the learner's kernel
+  passed but the re-run did not confirm.
 """
-import multiprocessing
 import os
 import secrets
-import tempfile
 
-import nbformat
 from nbformat.v4 import new_output
 from traitlets import Integer
 
@@ -20,117 +23,84 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
 
-from . import sandbox
-from .lesson import answer_sources, checks_module, run_trusted, test_ids, trusted_sources
+from .lesson import answer_source, read_lesson
+from .reference import reference_record
+from .rerun import rerun
+from .sandbox import Sandbox
 
 FLAG = "IndependentCheckFailed"
+_SEED = {}
 
 
-def off_limits(coursedir):
-    """What the learner's re-run may not read: instructor files, other learners' work."""
-    root = coursedir.root
-    paths = [os.path.join(root, d) for d in (coursedir.source_directory, coursedir.submitted_directory,
-                                             coursedir.autograded_directory, coursedir.feedback_directory)]
-    paths += [os.path.join(root, "gradebook.db"), os.path.join(root, "nbgrader_config.py")]
-    if coursedir.db_url.startswith("sqlite:///"):
-        paths.append(coursedir.db_url[len("sqlite:///"):])
-    return paths
+def grading_seed():
+    """One seed per grading process, drawn when it first grades: the notebook's documented
+    numbers cannot be replayed, and every learner graded by this process gets the same weights."""
+    return _SEED.setdefault(os.getpid(), secrets.randbelow(2 ** 31))
 
 
-class IndependentChecks(NbGraderPreprocessor):
-    timeout = Integer(120, help="Seconds the independent re-run may take").tag(config=True)
-    memory_limit_mb = Integer(6144, help="Address-space cap for the re-run, in MB").tag(config=True)
+class PrepareChecks(NbGraderPreprocessor):
+    """Before any learner code runs: what grading trusts, from source/, and the solution's record."""
+
+    timeout = Integer(120, help="Seconds the solution's run in the sandbox may take").tag(config=True)
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
         coursedir = CourseDirectory(config=self.config)
-        source_path = os.path.join(coursedir.format_path(coursedir.source_directory, ".", info["assignment"]),
-                                   info["notebook"] + ".ipynb")
-        source = nbformat.read(source_path, as_version=4)
-        module = checks_module(source)
-        if module is None:
+        path = os.path.join(coursedir.format_path(coursedir.source_directory, ".", info["assignment"]),
+                            info["notebook"] + ".ipynb")
+        state = resources.setdefault("tinygpt", {})
+        state["source"] = source = read_lesson(path) if os.path.isfile(path) else None
+        if source is not None:
+            sandbox = Sandbox(config=self.config, log=self.log)
+            sandbox.require()
+            state["seed"] = grading_seed()
+            state["ref"] = reference_record(source, state["seed"], sandbox, self.timeout)
+        return nb, resources
+
+
+class IndependentChecks(NbGraderPreprocessor):
+    """After Execute: re-run the answer in the sandbox, judge it here, withdraw unconfirmed points."""
+
+    timeout = Integer(120, help="Seconds the independent re-run may take").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        state = resources.get("tinygpt", {})
+        source = state.get("source")
+        if source is None:
             return nb, resources
-        verdicts = self.verdicts(source, module, answer_sources(source, nb), off_limits(coursedir))
-        resources.setdefault("tinygpt", {})["verdicts"] = verdicts
+        verdicts = self.verdicts(source, answer_source(source, nb), state)
+        state["verdicts"] = verdicts
         flagged = []
         for cell in nb.cells:
             gid = cell.metadata.get("nbgrader", {}).get("grade_id")
             if not (is_grade(cell) and not is_solution(cell) and gid in verdicts):
                 continue
-            ok, message = verdicts[gid]
+            v = verdicts[gid]
             kernel_ok = not any(o.output_type == "error" for o in cell.outputs)
-            if not ok and kernel_ok:
+            if not v.passed and kernel_ok:
                 flagged.append(gid)
-                why = f"this check passed in your notebook but not when your answer was re-run on its own: {message}"
+                why = f"this check passed in your notebook but not when your answer was re-run on its own: {v.message}"
                 cell.outputs.append(new_output("error", ename=FLAG, evalue=why, traceback=[f"{FLAG}: {why}"]))
-        resources["tinygpt"]["flagged"] = flagged
+        state["flagged"] = flagged
         if flagged:
+            info = resources["nbgrader"]
             self.log.warning("FLAGGED %s/%s: %s passed in the learner's kernel but not in the "
                              "independent re-run", info["student"], info["assignment"], ", ".join(flagged))
         return nb, resources
 
-    def verdicts(self, source, module, answers, blocked):
-        """{check id: (passed, message)} from the sandboxed extract and the local judge."""
-        ids = test_ids(source)
-        answer = next(iter(answers.values()), None)
-        with tempfile.TemporaryDirectory(prefix="tinygpt-rerun-") as scratch:
-            out = os.path.join(scratch, "record.pt")
-            job = {"checks": module.__name__, "trusted": trusted_sources(source), "answer": answer,
-                   "seed": secrets.randbelow(2 ** 31), "out": out,
-                   "blocked": blocked}
-            failure = self._run_sandbox(job, scratch)
-            if failure:
-                return {gid: (False, failure) for gid in ids}
-            import torch
-            try:
-                rec = torch.load(out, weights_only=True)
-                assert isinstance(rec, dict)
-            except Exception as exc:
-                return {gid: (False, f"the re-run left no readable result ({exc})") for gid in ids}
-        ns = run_trusted(source)
-        result = {}
-        for gid in ids:
-            try:
-                result[gid] = tuple(module.judge_ns(ns, gid, rec))
-            except Exception as exc:  # a malformed record is the submission's fault, not a crash
-                result[gid] = (False, f"the re-run's result could not be checked ({type(exc).__name__}: {exc})")
-        return result
-
-    def _run_sandbox(self, job, scratch):
-        """Run the re-run in a process forked from a forkserver with torch imported; None, or
-        what went wrong in the learner's terms."""
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": scratch, "TMPDIR": scratch,
-               "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
-               "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-        job = dict(job, scratch=scratch)
-        proc = _forkserver().Process(target=sandbox.child, args=(job, env, self.memory_limit_mb * 2 ** 20))
-        proc.start()
-        proc.join(self.timeout)
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
-            return f"your answer, re-run on its own, ran past the {self.timeout} s limit (an endless loop?)"
-        if proc.exitcode != 0 or not os.path.exists(job["out"]):
-            output = os.path.join(scratch, "output.txt")
-            lines = open(output, errors="replace").read().strip().splitlines() if os.path.exists(output) else []
-            tail = lines[-1] if lines else "no message"
-            if "MemoryError" in tail or "can't allocate memory" in tail:
-                return "your answer, re-run on its own, ran out of memory"
-            return f"your answer, re-run on its own, stopped with exit code {proc.exitcode}: {tail[:300]}"
-        return None
-
-
-_context = None
-
-
-def _forkserver():
-    """One forkserver per grader process, started with torch imported: each re-run is a fork of
-    a clean process that never ran learner code, without paying torch's import again."""
-    global _context
-    if _context is None:
-        _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(["torch", "tinygpt_course.grading.sandbox"])
-    return _context
+    def verdicts(self, source, answer, state):
+        """{check id: Verdict} from the sandboxed re-run and the local judge."""
+        from ..checks.protocol import Kind, Verdict
+        lesson = source.lesson
+        if answer is None:
+            missing = Verdict.fail(Kind.NO_RESULT, "no answer: the answer cell is missing or is no longer a code cell")
+            return {gid: missing for gid in source.test_ids}
+        sandbox = Sandbox(config=self.config, log=self.log)
+        result = rerun(sandbox, source.name, source.setup, answer, state["seed"], self.timeout)
+        if result.record is None:
+            failed = Verdict.fail(Kind.NO_RESULT, result.problem)
+            return {gid: failed for gid in source.test_ids}
+        return {gid: lesson.verdict(gid, result.record, state["ref"]) for gid in source.test_ids}
 
 
 class RecordFlags(NbGraderPreprocessor):
@@ -144,7 +114,7 @@ class RecordFlags(NbGraderPreprocessor):
         info = resources["nbgrader"]
         verdicts = resources["tinygpt"]["verdicts"]
         text = "FLAGGED by the independent re-run: " + "; ".join(
-            f"{gid} passed in the learner's kernel but not on its own ({verdicts[gid][1]})" for gid in flagged)
+            f"{gid} passed in the learner's kernel but not on its own ({verdicts[gid].message})" for gid in flagged)
         with Gradebook(info["db_url"]) as gb:
             for cell in nb.cells:
                 if is_solution(cell) and cell.cell_type == "code":
