@@ -12,11 +12,17 @@ class CourseConfig:
     head_size: int = 16       # numbers each head gives: n_heads * head_size == n_embd
     vocab_size: int = 27      # '\n' and the 26 letters
     batch_seed: int = 1337    # the batch every learner, the grader and the narrative see
+    ffwd_mult: int = 4        # the feed-forward widens each position's n_embd numbers this many times
 
     @property
     def last(self):
         """The last position of a window (it sees every position)."""
         return self.block_size - 1
+
+    @property
+    def ffwd_hidden(self):
+        """The feed-forward's inner size: ffwd_mult * n_embd numbers per position."""
+        return self.ffwd_mult * self.n_embd
 
 
 SIZES = CourseConfig()

@@ -1,0 +1,97 @@
+"""The learner side of the block checks: runs the learner's Block, records raw numbers.
+
+It builds the learner's Block(), records how it stores its layers (names, types, shapes), loads
+fixed weights, attention included, drawn from ``seed`` by parameter name from one spec, and runs
+it on the batch and on the batch with its last letter changed. For each run it records the
+block's input, what its attention and its feed-forward received and gave back, and what came
+out; and the layer norms' gains and shifts it loaded. A record holds only plain data and no
+verdicts: the trusted judge derives every fact from it.
+"""
+import torch
+from torch import nn
+
+from ...config import SIZES
+from ..common import build, changed_last_letter, forward_record
+from ..multihead.extract import weight_spec as attention_spec
+from ..weights import canonical_state
+
+NORMS = ("ln1", "ln2")
+
+
+def weight_spec():
+    """Every parameter the lesson's Block has, attention included, with shapes and fan-ins."""
+    C, H = SIZES.n_embd, SIZES.ffwd_hidden
+    spec = [("sa." + name, shape, fan_in) for name, shape, fan_in in attention_spec()]
+    spec += [("ffwd.0.weight", (H, C), C), ("ffwd.0.bias", (H,), C),
+             ("ffwd.2.weight", (C, H), H), ("ffwd.2.bias", (C,), H)]
+    spec += [(f"{ln}.{p}", (C,), 4) for ln in NORMS for p in ("weight", "bias")]  # +-0.5
+    return spec
+
+
+def fixed_state(seed):
+    """{name: tensor}; the layer norms' gains near 1 (1 +- 0.5), the two norms different."""
+    state = canonical_state(seed, weight_spec())
+    for ln in NORMS:
+        state[f"{ln}.weight"] = state[f"{ln}.weight"] + 1
+    return state
+
+
+def describe(m):
+    """How a Block object stores its layers, as raw observations."""
+    s = {"params": [[name, list(p.shape)] for name, p in m.named_parameters()], "ffwd_layers": None}
+    for name in ("sa", "ffwd") + NORMS:
+        layer = getattr(m, name, None)
+        s[name + "_type"] = None if layer is None else type(layer).__name__
+    ffwd = getattr(m, "ffwd", None)
+    if isinstance(ffwd, nn.Sequential):
+        s["ffwd_layers"] = [[type(layer).__name__, layer.in_features, layer.out_features]
+                            if isinstance(layer, nn.Linear) else [type(layer).__name__] for layer in ffwd]
+    for ln in NORMS:
+        layer = getattr(m, ln, None)
+        s[ln + "_shape"] = list(layer.normalized_shape) if isinstance(layer, nn.LayerNorm) else None
+    return s
+
+
+def loadable(s):
+    """Can the fixed weights be loaded? (the parameters are exactly the spec's)"""
+    return sorted(s["params"]) == sorted([name, list(shape)] for name, shape, _ in weight_spec())
+
+
+def load_fixed_weights(m, seed):
+    for name, tensor in fixed_state(seed).items():
+        m.get_parameter(name).copy_(tensor)
+
+
+def _run(m, x, rec, prefix):
+    """One forward pass, recording what the attention and the feed-forward received and gave."""
+    seen = {}
+
+    def keep(name):
+        def hook(layer, inputs, output):
+            if name + "_in" not in seen and inputs and torch.is_tensor(inputs[0]) and torch.is_tensor(output):
+                seen[name + "_in"], seen[name + "_out"] = inputs[0].detach().clone(), output.detach().clone()
+        return hook
+
+    hooks = [getattr(m, name).register_forward_hook(keep(name)) for name in ("sa", "ffwd")]
+    forward_record(m, x, rec, prefix, hooks)
+    for key, value in seen.items():
+        rec[prefix + key] = value
+
+
+def extract(ns, seed):
+    """Run ns['Block'] under fixed weights on ns['xb']; return the raw record."""
+    Block, embed, xb = ns["Block"], ns["embed"], ns["xb"]
+    rec = {}
+    with torch.random.fork_rng(), torch.no_grad():
+        torch.manual_seed(int(seed))  # the learner's own draws are overwritten anyway
+        m = build(Block, describe, rec, "Block")
+        if m is None or not loadable(rec["structure"]):
+            return rec
+        load_fixed_weights(m, seed)
+        rec["norms"] = {f"{ln}.{p}": m.get_parameter(f"{ln}.{p}").detach().clone()
+                        for ln in NORMS for p in ("weight", "bias")}
+        x = embed(xb)
+        rec["x"] = x.detach().clone()
+        _run(m, x, rec, "")
+        _run(m, embed(changed_last_letter(xb)), rec, "changed_")
+    return rec

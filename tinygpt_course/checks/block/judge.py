@@ -1,0 +1,220 @@
+"""The trusted half of the block checks: diagnoses from two records.
+
+``LESSON.judge(check_id, rec, ref)`` compares the learner's record with ``ref``, the record of
+the lesson's solution under the same fixed weights, and names the likely mistake. Every fact
+comes from raw values: parameter names and shapes, and what the learner's Block handed to its
+attention and its feed-forward. Each hand-over is checked on its own against the solution's;
+the near misses apply the solution's own layer norms (their recorded gains and shifts) to the
+recorded tensors. Nothing here runs learner code or computes a Block.
+"""
+import torch
+import torch.nn.functional as F
+
+from ...config import SIZES
+from ..protocol import Kind, Lesson, Verdict
+
+ATOL = 1e-5
+T, C, H, LAST = SIZES.block_size, SIZES.n_embd, SIZES.ffwd_hidden, SIZES.last
+PARTS = ("sa", "ffwd", "ln1", "ln2")
+
+UNANSWERED = ("Block is still unanswered: replace the `raise NotImplementedError()` lines in "
+              "__init__ and forward with your code (the hint is above the answer cell).")
+FFWD = f"nn.Sequential(nn.Linear({C}, {H}), nn.ReLU(), nn.Linear({H}, {C}))"
+
+
+def close(a, b):
+    return torch.is_tensor(a) and torch.is_tensor(b) and a.shape == b.shape and torch.allclose(a, b, atol=ATOL)
+
+
+def shape_of(t):
+    return list(t.shape) if torch.is_tensor(t) else None
+
+
+def counts(structure):
+    """Weights to learn: {'total': n, 'sa': n, 'ffwd': n, 'ln1': n, 'ln2': n}."""
+    n = {"total": 0, **{part: 0 for part in PARTS}}
+    for name, shape in structure["params"]:
+        size = int(torch.Size(shape).numel())
+        n["total"] += size
+        top = name.split(".")[0]
+        if top in n:
+            n[top] += size
+    return n
+
+
+def structure_problem(s, ref_s):
+    """The first thing wrong with how Block stores its layers, as a failed Verdict, or None."""
+    fail = lambda text: Verdict.fail(Kind.STRUCTURE, text)  # noqa: E731
+    if s["sa_type"] is None:
+        return fail("Block has no self.sa: store the attention, MultiHead(), in self.sa.")
+    attention = lambda st: sorted(p for p in st["params"] if p[0].startswith("sa."))  # noqa: E731
+    if s["sa_type"] != ref_s["sa_type"] or attention(s) != attention(ref_s):
+        return fail("self.sa should be the MultiHead from the set-up cell, built with its defaults: MultiHead().")
+    if s["ffwd_type"] is None:
+        return fail("Block has no self.ffwd: store the feed-forward, an nn.Sequential, in self.ffwd.")
+    if s["ffwd_type"] != ref_s["ffwd_type"]:
+        return fail(f"self.ffwd is a {s['ffwd_type']}: make it nn.Sequential(Linear, ReLU, Linear).")
+    got, want = s["ffwd_layers"], ref_s["ffwd_layers"]
+    if [layer[0] for layer in got] == ["Linear", "Linear"]:
+        return fail("self.ffwd has no ReLU between its two Linear layers: without it the two layers "
+                    f"are one linear map in disguise. {FFWD}.")
+    if len(got) == len(want) == 3 and got[1] != want[1] and got[0][0] == got[2][0] == "Linear":
+        return fail(f"self.ffwd uses {got[1][0]} between its layers; the lesson uses nn.{want[1][0]}().")
+    if got != want:
+        return fail(f"self.ffwd is {got}: it should widen each position's {C} numbers to "
+                    f"{SIZES.ffwd_mult} x {C} = {H}, apply nn.ReLU() and narrow back to {C}: {FFWD}.")
+    for ln in ("ln1", "ln2"):
+        if s[ln + "_type"] is None:
+            return fail(f"Block has no self.{ln}: add self.{ln} = nn.LayerNorm(n_embd).")
+        if s[ln + "_shape"] != ref_s[ln + "_shape"]:
+            return fail(f"self.{ln} is {s[ln + '_type']} {s[ln + '_shape']}: make it nn.LayerNorm(n_embd), "
+                        f"over the {C} numbers.")
+    return count_problem(s, ref_s)
+
+
+def count_problem(s, ref_s):
+    """Weights to learn, part by part and in all, against the solution's, as a failed Verdict, or None."""
+    n, want = counts(s), counts(ref_s)
+    for part in PARTS:
+        if n[part] != want[part]:
+            return Verdict.fail(Kind.STRUCTURE, f"self.{part} has {n[part]} weights to learn, expected {want[part]}.")
+    if n["total"] != want["total"]:
+        return Verdict.fail(Kind.STRUCTURE, (
+            f"weights to learn: {n['total']}, expected {want['total']}: the Block holds layers "
+            "besides sa, ffwd, ln1 and ln2."))
+    return None
+
+
+def forward_problem(rec, ref, prefix=""):
+    """What is wrong with the forward pass as a whole, as a failed Verdict, or None. A forward
+    that never calls a layer is a WRONG_VALUE: its shapes may still be right."""
+    err, exc = rec.get(prefix + "error"), rec.get(prefix + "exception")
+    if err:
+        if exc == "NotImplementedError":
+            return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
+        return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {err}")
+    out, want = rec.get(prefix + "out"), shape_of(ref[prefix + "out"])
+    if shape_of(out) != want:
+        return Verdict.fail(Kind.WRONG_SHAPE, f"out should be {want}, the shape of x; yours is {shape_of(out)}.")
+    if rec.get(prefix + "sa_in") is None:
+        return Verdict.fail(Kind.WRONG_VALUE, "forward never calls self.sa: the attention must run on (a layer norm of) x.")
+    if rec.get(prefix + "ffwd_in") is None:
+        return Verdict.fail(Kind.WRONG_VALUE, "forward never calls self.ffwd: the feed-forward must run after the attention.")
+    return None
+
+
+def norm(ref, name):
+    """The solution's layer norm `name` (its recorded gain and shift), as a function."""
+    return lambda t: F.layer_norm(t, (C,), ref["norms"][f"{name}.weight"], ref["norms"][f"{name}.bias"])
+
+
+def norms_problem(rec, ref):
+    """What the attention and the feed-forward got, against the solution's, as a failed Verdict, or None."""
+    x, ln1, ln2 = ref["x"], norm(ref, "ln1"), norm(ref, "ln2")
+    sa_in, sa_out, ffwd_in = rec["sa_in"], rec["sa_out"], rec["ffwd_in"]
+    fail = lambda text: Verdict.fail(Kind.WRONG_VALUE, text)  # noqa: E731
+    if not close(sa_in, ref["sa_in"]):
+        if close(sa_in, x):
+            return fail("the attention gets x itself: give it self.ln1(x). (A layer norm after the "
+                        "addition is the original Transformer's order; GPT-2 and this course normalise "
+                        "each layer's input instead.)")
+        if close(sa_in, ln2(x)):
+            return fail("ln1 and ln2 are swapped: self.ln1 goes before the attention, self.ln2 before the feed-forward.")
+        return fail("the attention does not get self.ln1(x).")
+    if close(ffwd_in, ref["ffwd_in"]):
+        return None
+    if close(ffwd_in, x + sa_out):
+        return fail("the feed-forward gets x without its layer norm: give it self.ln2(x).")
+    if close(ffwd_in, ln2(x)):
+        return fail("the feed-forward gets self.ln2 of the block's input: first add the attention's "
+                    "output to x (x = x + ...), then give the feed-forward self.ln2 of the new x.")
+    if close(ffwd_in, ln2(sa_out)) or close(ffwd_in, ln1(sa_out)):
+        return fail("the feed-forward gets only the attention's output: add it to x first "
+                    "(x = x + ...), so the letter's own vector is not lost.")
+    if close(ffwd_in, ln1(x + sa_out)):
+        return fail("the feed-forward's input went through self.ln1: use self.ln2 before the feed-forward.")
+    return fail("the feed-forward does not get self.ln2 of x plus the attention's output.")
+
+
+def residual_problem(rec, ref):
+    """Whether out is the block's input plus what the two layers gave back, as a failed Verdict, or None."""
+    x, out, sa_out, ffwd_out = ref["x"], rec["out"], rec["sa_out"], rec["ffwd_out"]
+    fail = lambda text: Verdict.fail(Kind.WRONG_VALUE, text)  # noqa: E731
+    if close(out, x + sa_out + ffwd_out):
+        return None
+    if close(out, ffwd_out):
+        return fail("out is the feed-forward's output alone: add each layer's output to its input "
+                    "(x = x + ...), the residual connections.")
+    if close(out, sa_out + ffwd_out):
+        return fail("the attention's residual is missing: add the attention's output to x "
+                    "(x = x + ...) instead of replacing x with it.")
+    if close(out, x + sa_out):
+        return fail("the feed-forward's output is never added: add it to x as well, then return x.")
+    if close(out, x + ffwd_out):
+        return fail("the attention's output is never added to x: add it (x = x + ...) before the feed-forward.")
+    for name in ("ln1", "ln2"):
+        if close(out, norm(ref, name)(x + sa_out + ffwd_out)):
+            return fail("out went through a layer norm after the additions: return x as it is after "
+                        "the second addition; the layer norms go before each layer.")
+    return fail("out is not x + attention's output + feed-forward's output.")
+
+
+class BlockLesson(Lesson):
+    name = "block"
+    checks = {
+        "shapes": "h / out",
+        "weight_count": "weights to learn",
+        "layer_norms": "attention gets / feed-forward gets",
+        "residuals": f"out is h + attention's output + feed-forward's output / out at position {LAST}",
+        "causal": f"change position {LAST}",
+    }
+
+    def judge(self, check_id, rec, ref):
+        if rec.get("init_error"):
+            if rec.get("init_exception") == "NotImplementedError":
+                return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
+            return Verdict.fail(Kind.BUILD_ERROR, f"Block() failed: {rec['init_error']}")
+        problem = structure_problem(rec["structure"], ref["structure"])
+        if problem:
+            return problem
+        return getattr(self, "_" + check_id)(rec, ref)
+
+    def _shapes(self, rec, ref):
+        problem = forward_problem(rec, ref)
+        if problem and problem.kind is not Kind.WRONG_VALUE:
+            return problem
+        want = shape_of(ref["out"])
+        return Verdict.ok(f"h: {shape_of(ref['x'])}, out: {want}")
+
+    def _weight_count(self, rec, ref):
+        problem = count_problem(rec["structure"], ref["structure"])
+        if problem:
+            return problem
+        n = counts(ref["structure"])
+        return Verdict.ok(f"weights to learn: {n['total']} | attention {n['sa']} | "
+                          f"feed-forward {n['ffwd']} | layer norms {n['ln1'] + n['ln2']}")
+
+    def _layer_norms(self, rec, ref):
+        return forward_problem(rec, ref) or norms_problem(rec, ref) or Verdict.ok(
+            "the attention gets ln1(x), the feed-forward ln2(x + attention), checked with fixed weights")
+
+    def _residuals(self, rec, ref):
+        return forward_problem(rec, ref) or residual_problem(rec, ref) or Verdict.ok(
+            "out is x + attention's output + feed-forward's output, checked with fixed weights")
+
+    def _causal(self, rec, ref):
+        problem = forward_problem(rec, ref) or forward_problem(rec, ref, "changed_")
+        if problem:
+            return problem
+        out, out2 = rec["out"], rec["changed_out"]
+        if not close(out[:, :LAST], out2[:, :LAST]):
+            return Verdict.fail(Kind.NOT_CAUSAL, (
+                "changing the last letter changed earlier positions: something in your forward "
+                f"mixes positions. A layer norm over the whole window (nn.LayerNorm([{T}, {C}]) or "
+                f"F.layer_norm(x, x.shape[1:])) does: normalise each position's {C} numbers alone."))
+        if close(out[:, LAST], out2[:, LAST]):
+            return Verdict.fail(Kind.NOT_CAUSAL, "changing the last letter did not change the last position's output.")
+        return Verdict.ok(f"change position {LAST}: positions 0-{LAST - 1} stay the same | position {LAST} changes")
+
+
+LESSON = BlockLesson()
