@@ -10,7 +10,8 @@ walks through the set-up:
     TINYGPT_STUDENT_GROUP  a Unix group whose members are students too [tinygpt]; nobody else gets in
     TINYGPT_COURSE_ID      nbgrader course id [tinygpt]
     TINYGPT_COURSE_DIR     the teacher's course folder, relative to their home [tinygpt]
-    TINYGPT_EXCHANGE       nbgrader exchange, made here with mode 1777 [/srv/nbgrader/exchange]
+    TINYGPT_EXCHANGE       nbgrader exchange root [/srv/nbgrader/exchange]; at every start the hub makes
+                           it 1777 and <root>/<course id> owned by the first teacher (exchange_setup.py)
     TINYGPT_VENV           the course venv every user's server runs from; it must be readable by
                            every user, so make it from /usr/bin/python3 [the hub's own sys.prefix]
     TINYGPT_HUB_STATE      hub database, cookie secret and the per-role Jupyter config [/srv/jupyterhub]
@@ -19,21 +20,43 @@ walks through the set-up:
     TINYGPT_PROXY_API_URL  configurable-http-proxy's API [http://127.0.0.1:8001]
     TINYGPT_HUB_AUTH       pam (Unix passwords) or dummy (one shared password, for trials only) [pam]
     TINYGPT_HUB_DUMMY_PASSWORD  the shared password for dummy
-    TINYGPT_HUB_ADMINS     hub admins (may stop others' servers), comma-separated [none]
+    TINYGPT_HUB_ADMINS     hub admins (may stop others' servers), comma-separated [none]; the teacher
+                           needs not be one
 
-Roles. Each user's server gets JUPYTER_CONFIG_PATH=<state>/jupyter/<role>:<state>/jupyter/common.
-common: nbgrader's course id and exchange, JupyterLab's news pop-up off. student: the formgrader,
-course list and create-assignment extensions off (server and lab side). teacher: the formgrader
-on, nbgrader's course root ~/<course dir>, and the framing header relaxed to frame-ancestors 'self'
-so the formgrader can show inside JupyterLab (JupyterHub's default is 'none'). Hiding the
-formgrader is convenience, not security: what keeps students out of the teacher's files and each
-other's work is Unix permissions (homes 0700, the exchange's inbound 0733), see hub/README.md.
+    TINYGPT_COURSE_SOURCE  the course's nbgrader_config.py and source/, copied into a teacher's
+                           ~/<course dir> at their server's first start [this repo]
+    TINYGPT_LEARNER_MEMORY_MB  memory cap of each process of a student's server (the server, each
+                           kernel, each terminal): RLIMIT_DATA, 0 = none [2048]
+
+Roles (hub/roles.py): each user's server gets JUPYTER_CONFIG_PATH=<state>/jupyter/<role>:<state>/jupyter/common.
+common: nbgrader's course id and exchange, JupyterLab's news pop-up off, terminals that keep the
+course environment. student: the formgrader, course list and create-assignment extensions off.
+teacher: the formgrader on, nbgrader's course root ~/<course dir> with the course's own
+nbgrader_config.py loaded, framing relaxed to frame-ancestors 'self' for the formgrader.
+Hiding the formgrader is convenience, not security: what keeps students out of the teacher's files
+and each other's work is Unix permissions (homes 0700, the exchange, see hub/README.md).
 """
-import json
+import importlib.util
 import os
+import pwd
+import resource
 import sys
 
+from jupyterhub.spawner import LocalProcessSpawner
+
 c = get_config()  # noqa: F821  (JupyterHub provides get_config)
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _module(name):
+    """hub/<name>.py, loaded by path (this folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"tinygpt_hub_{name}", os.path.join(HERE, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+roles, exchange_setup = _module("roles"), _module("exchange_setup")
 
 
 def _names(var, default=""):
@@ -42,6 +65,7 @@ def _names(var, default=""):
 
 COURSE_ID = os.environ.get("TINYGPT_COURSE_ID", "tinygpt")
 COURSE_DIR = os.environ.get("TINYGPT_COURSE_DIR", "tinygpt")
+COURSE_SOURCE = os.environ.get("TINYGPT_COURSE_SOURCE", os.path.dirname(HERE))
 TEACHERS = _names("TINYGPT_TEACHERS", "teacher")
 STUDENTS = _names("TINYGPT_STUDENTS")
 STUDENT_GROUP = os.environ.get("TINYGPT_STUDENT_GROUP", "tinygpt")
@@ -49,80 +73,41 @@ EXCHANGE = os.environ.get("TINYGPT_EXCHANGE", "/srv/nbgrader/exchange")
 VENV = os.environ.get("TINYGPT_VENV", sys.prefix)
 STATE = os.environ.get("TINYGPT_HUB_STATE", "/srv/jupyterhub")
 AUTH = os.environ.get("TINYGPT_HUB_AUTH", "pam")
+LEARNER_MEMORY_MB = int(os.environ.get("TINYGPT_LEARNER_MEMORY_MB", "2048"))
 ROLE_DIR = os.path.join(STATE, "jupyter")
+DB = os.path.join(STATE, "jupyterhub.sqlite")
+COOKIE_SECRET = os.path.join(STATE, "jupyterhub_cookie_secret")
 
 
-def _write(path, text):
-    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text)
-    os.chmod(path, 0o644)
+def _private_file(path):
+    """Create path empty with mode 0600 (the hub fills it), or make an existing one 0600."""
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    os.chmod(path, 0o600)
 
 
-def _write_role_config():
-    """Write the Jupyter config each role's servers read (world-readable, owned by root)."""
-    os.makedirs(STATE, mode=0o755, exist_ok=True)
-    os.chmod(STATE, 0o755)
-    common, student, teacher = (os.path.join(ROLE_DIR, r) for r in ("common", "student", "teacher"))
-    _write(os.path.join(common, "nbgrader_config.py"), (
-        "c = get_config()  # noqa: F821\n"
-        f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
-        f"c.Exchange.root = {EXCHANGE!r}\n"
-    ))
-    lab_settings = os.path.join(common, "lab-settings")
-    _write(os.path.join(lab_settings, "overrides.json"), json.dumps({
-        "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
-    }, indent=1))
-    _write(os.path.join(common, "jupyter_server_config.json"), json.dumps({
-        "LabApp": {"app_settings_dir": lab_settings},
-    }, indent=1))
-    # students: no formgrader, no course list (a teacher's view), no create-assignment toolbar
-    _write(os.path.join(student, "jupyter_server_config.d", "tinygpt-student.json"), json.dumps({
-        "ServerApp": {"jpserver_extensions": {
-            "nbgrader.server_extensions.formgrader": False,
-            "nbgrader.server_extensions.course_list": False,
-        }},
-    }, indent=1))
-    _write(os.path.join(student, "labconfig", "page_config.json"), json.dumps({
-        "disabledExtensions": {
-            "@jupyter/nbgrader:formgrader": True,
-            "@jupyter/nbgrader:course-list": True,
-            "@jupyter/nbgrader:create-assignment": True,
-        },
-    }, indent=1))
-    # teachers: the formgrader works on ~/<course dir>, and may be framed by JupyterLab itself
-    # The formgrader runs in the server, whose folder is the home: it reads the course's own
-    # nbgrader_config.py (the grading pipeline) only through this subconfig.
-    _write(os.path.join(teacher, "nbgrader_config.py"), (
-        "import os\n"
-        "c = get_config()  # noqa: F821\n"
-        f"root = os.path.join(os.path.expanduser('~'), {COURSE_DIR!r})\n"
-        "c.CourseDirectory.root = root\n"
-        "if os.path.isfile(os.path.join(root, 'nbgrader_config.py')):\n"
-        "    load_subconfig(os.path.join(root, 'nbgrader_config.py'))  # noqa: F821\n"
-    ))
-    _write(os.path.join(teacher, "jupyter_server_config.d", "tinygpt-teacher.json"), json.dumps({
-        "ServerApp": {"jpserver_extensions": {
-            "nbgrader.server_extensions.formgrader": True,
-            "nbgrader.server_extensions.course_list": True,
-        }},
-    }, indent=1))
-    _write(os.path.join(teacher, "jupyter_server_config.json"), json.dumps({
-        "ServerApp": {"tornado_settings": {"headers": {
-            "Content-Security-Policy": "frame-ancestors 'self'",
-        }}},
-    }, indent=1))
+def _prepare_state():
+    """The state folder: others may only pass through it (0711) to the roles' config (0755); the
+    database (every server's port and token hashes, the user list) and the cookie secret are 0600.
+    SQLite gives its journal files the database's mode."""
+    os.makedirs(STATE, mode=0o711, exist_ok=True)
+    os.chmod(STATE, 0o711)
+    _private_file(DB)
+    if os.path.exists(COOKIE_SECRET):
+        os.chmod(COOKIE_SECRET, 0o600)      # JupyterHub makes a new one 0600 itself
+    roles.write(ROLE_DIR, roles.role_files(ROLE_DIR, os.path.join(VENV, "bin"), course_id=COURSE_ID,
+                                           exchange=EXCHANGE, course_dir=COURSE_DIR))
 
 
-def _make_exchange():
-    """nbgrader's exchange: everyone may create entries (students submit into it), 1777 like /tmp."""
-    os.makedirs(EXCHANGE, exist_ok=True)
-    os.chmod(EXCHANGE, 0o1777)
+def _prepare_exchange():
+    """The exchange root 1777 and the course's folder owned by its (first) teacher."""
+    teacher = pwd.getpwnam(TEACHERS[0])
+    exchange_setup.prepare(EXCHANGE, {COURSE_ID: (teacher.pw_uid, teacher.pw_gid)},
+                           log=lambda msg: print(f"[tinygpt hub] {msg}", file=sys.stderr))
 
 
 if os.geteuid() == 0:  # the real hub; `jupyterhub --generate-config`-style dry reads skip this
-    _write_role_config()
-    _make_exchange()
+    _prepare_state()
+    _prepare_exchange()
 
 # --- the hub -------------------------------------------------------------------------------------
 c.JupyterHub.bind_url = os.environ.get("TINYGPT_HUB_BIND_URL", "http://:8000")
@@ -130,8 +115,8 @@ c.JupyterHub.hub_bind_url = os.environ.get("TINYGPT_HUB_API_URL", "http://127.0.
 c.ConfigurableHTTPProxy.api_url = os.environ.get("TINYGPT_PROXY_API_URL", "http://127.0.0.1:8001")
 c.ConfigurableHTTPProxy.command = [os.environ.get("TINYGPT_CHP", "configurable-http-proxy")]
 c.ConfigurableHTTPProxy.pid_file = os.path.join(STATE, "jupyterhub-proxy.pid")
-c.JupyterHub.db_url = "sqlite:///" + os.path.join(STATE, "jupyterhub.sqlite")
-c.JupyterHub.cookie_secret_file = os.path.join(STATE, "jupyterhub_cookie_secret")
+c.JupyterHub.db_url = "sqlite:///" + DB
+c.JupyterHub.cookie_secret_file = COOKIE_SECRET
 c.JupyterHub.cleanup_servers = True
 
 # --- who may log in ------------------------------------------------------------------------------
@@ -148,8 +133,28 @@ c.LocalAuthenticator.allowed_groups = {STUDENT_GROUP}
 c.Authenticator.admin_users = set(_names("TINYGPT_HUB_ADMINS"))
 
 # --- each user's server --------------------------------------------------------------------------
-c.JupyterHub.spawner_class = "localprocess"
-c.Spawner.cmd = [os.path.join(VENV, "bin", "jupyterhub-singleuser")]
+class CappedSpawner(LocalProcessSpawner):
+    """A local process per user; a student's server, and so every kernel and terminal it starts,
+    gets a memory cap: RLIMIT_DATA (heap and private memory of each process), set before the
+    server drops to the user, so they cannot raise it. Past it an allocation fails: Python raises
+    MemoryError (torch: "DefaultCPUAllocator: can't allocate memory") in the learner's cell, and
+    the kernel and the server keep running. The cap is per process, not per learner (that needs
+    cgroups: systemdspawner where systemd runs; on Kubernetes the pod's memory limit)."""
+
+    def make_preexec_fn(self, name):
+        become_user = super().make_preexec_fn(name)
+        limit = LEARNER_MEMORY_MB * 2 ** 20 if role_of(name) == "student" else 0
+
+        def preexec():
+            if limit:
+                resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+            become_user()
+        return preexec
+
+
+c.JupyterHub.spawner_class = CappedSpawner
+SINGLEUSER = os.path.join(VENV, "bin", "jupyterhub-singleuser")
+c.Spawner.cmd = [SINGLEUSER]
 c.Spawner.default_url = "/lab"
 c.Spawner.notebook_dir = "~"
 c.Spawner.start_timeout = 180
@@ -166,9 +171,12 @@ def role_of(name):
 
 def pre_spawn_hook(spawner):
     role = role_of(spawner.user.name)
-    spawner.environment["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
-        [os.path.join(ROLE_DIR, role), os.path.join(ROLE_DIR, "common")])
+    spawner.environment["JUPYTER_CONFIG_PATH"] = roles.config_path(ROLE_DIR, role)
     spawner.environment["TINYGPT_ROLE"] = role
+    if role == "teacher":   # their course folder: copied at the first start, as the teacher
+        spawner.cmd = ["/bin/sh", os.path.join(HERE, "seed_course.sh"), COURSE_SOURCE, COURSE_DIR, SINGLEUSER]
+    else:
+        spawner.cmd = [SINGLEUSER]
 
 
 c.Spawner.pre_spawn_hook = pre_spawn_hook

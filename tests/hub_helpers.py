@@ -97,6 +97,18 @@ def make_course_venv(base: Path, log) -> Path:
     return venv
 
 
+def course_source_copy(base: Path) -> Path:
+    """The course's nbgrader_config.py and source/, where every user can read them (the hub copies
+    them into the teacher's course folder at their server's first start)."""
+    src = base / "course"
+    src.mkdir()
+    shutil.copy(REPO / "nbgrader_config.py", src)
+    shutil.copytree(REPO / "source", src / "source",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    subprocess.run(["chmod", "-R", "a+rX", str(src)], check=True)
+    return src
+
+
 def readable_by_all(path: Path) -> bool:
     """Can any user read and enter path and every folder above it?"""
     path = path.resolve()
@@ -181,6 +193,10 @@ def kill_uid_processes(uid: int) -> None:
             time.sleep(0.2)
 
 
+def uid(name: str) -> int:
+    return pwd.getpwnam(name).pw_uid
+
+
 def home(name: str) -> Path:
     return Path(pwd.getpwnam(name).pw_dir)
 
@@ -202,7 +218,8 @@ def run_as(user: str, args: list[str], env: dict, cwd: Path | None = None, check
 class Hub:
     """JupyterHub (hub/jupyterhub_config.py) with configurable-http-proxy on free loopback ports."""
 
-    def __init__(self, venv: Path, state: Path, exchange: Path, teachers, student_group: str, log: Path):
+    def __init__(self, venv: Path, state: Path, exchange: Path, teachers, student_group: str, log: Path,
+                 course_source: Path, memory_mb: int):
         self.venv, self.state, self.exchange, self.log = venv, state, exchange, log
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -221,6 +238,8 @@ class Hub:
             "TINYGPT_HUB_API_URL": f"http://127.0.0.1:{free_port()}",
             "TINYGPT_PROXY_API_URL": f"http://127.0.0.1:{free_port()}",
             "TINYGPT_CHP": shutil.which("configurable-http-proxy"),
+            "TINYGPT_COURSE_SOURCE": str(course_source),
+            "TINYGPT_LEARNER_MEMORY_MB": str(memory_mb),
         }
         # TINYGPT_HUB_TEST_CONFIG: another config file (to check that the test catches a broken one)
         self.config = os.environ.get("TINYGPT_HUB_TEST_CONFIG", str(REPO / "hub" / "jupyterhub_config.py"))

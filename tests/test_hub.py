@@ -1,19 +1,28 @@
 """The classroom, live: JupyterHub (hub/jupyterhub_config.py) + configurable-http-proxy + nbgrader's
-exchange, with a teacher and two students as real local Unix users.
+filesystem exchange, with a teacher and two students as real local Unix users (one uid each: the
+same exchange and permissions hub/z2jh/values.yaml sets up on Kubernetes).
 
-The teacher releases `multihead`; student 1 fetches, answers, validates and submits it in a real
-browser through the hub's login page and nbgrader's Assignments panel; student 2 submits a wrong
-answer from the command line; the teacher collects, autogrades, releases feedback and exports
-grades; the students fetch their feedback. Also checked: students have no formgrader, the teacher
-has it inside JupyterLab, and students cannot read each other's work or the teacher's course.
+Before the hub starts, student 2 squats the course's exchange folder; the hub must take it back
+for the teacher. The hub's database and cookie secret must be 0600. The teacher logs in (their
+course folder is copied in at their server's start, as on Kubernetes), and in a Jupyter terminal
+(a login shell would lose the course environment) generates and releases `multihead`. Student 1, in
+a real browser: no formgrader; a terminal finds `nbgrader`; their server, kernel and terminal have
+the memory cap, and an allocation past it fails with MemoryError; they fetch, answer, validate and
+submit. Student 2, on the command line, submits a wrong answer, then tries to list, read, delete
+and overwrite what is not theirs in the exchange (refused), and submits a spoof in student 1's
+name after student 1's real submission; the teacher collects, collects again with --update (the
+spoof is refused: student 1's own submission is kept and graded), autogrades, releases feedback and
+exports; the formgrader counts the submissions; the students fetch their feedback.
 
 Needs root, useradd/runuser, configurable-http-proxy, /usr/bin/chromium and /usr/bin/python3 with
 venv (`bash course.sh test` installs them as root). Skipped without them, except when CI is set.
-Screenshots: screenshots/hub-*.png; hub log and grades: tests/artifacts/hub*. Takes 2.5 minutes
+Screenshots: screenshots/hub-*.png; hub log and grades: tests/artifacts/hub*. Takes 3-4 minutes
 when the test venv is readable by every user, 1.5-2.5 more when it must make one (hub/README.md).
 """
 import csv
 import json
+import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -29,7 +38,8 @@ REPO = hh.REPO
 SHOTS = REPO / "screenshots"
 TEACHER, STUDENT1, STUDENT2 = "tgteacher", "tgstudent1", "tgstudent2"
 GROUP = "tgstudents"     # the hub lets the group's members in as students
-ASSIGNMENT, COURSE_ID = "multihead", "tinygpt"
+ASSIGNMENT, COURSE_ID, COURSE_DIR = "multihead", "tinygpt", "tinygpt"
+MEMORY_MB = 1536         # the students' cap in this test (TINYGPT_LEARNER_MEMORY_MB): the lesson fits
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -112,6 +122,72 @@ def _nbgrader(user, args, hub, role, cwd=None):
     return hh.run_as(user, [str(hub.venv / "bin" / "nbgrader"), *args], hub.role_env(role), cwd=cwd)
 
 
+# A command in a real Jupyter terminal of the logged-in user: the terminals REST API and its
+# websocket, from the page (its cookies and XSRF token), exactly as JupyterLab's Terminal does.
+_TERMINAL_JS = """
+async ([base, command, marker, timeoutMs]) => {
+  const m = document.cookie.match(/(?:^|; )_xsrf=([^;]*)/);
+  const headers = {'X-XSRFToken': m ? decodeURIComponent(m[1]) : ''};
+  const r = await fetch(base + 'api/terminals', {method: 'POST', headers});
+  if (!r.ok) return {out: 'POST api/terminals answered ' + r.status, done: false};
+  const name = (await r.json()).name;
+  const ws = new WebSocket(base.replace(/^http/, 'ws') + 'terminals/websocket/' + name);
+  let out = '';
+  const done = await new Promise(resolve => {
+    const timer = setTimeout(() => resolve(false), timeoutMs);
+    ws.onopen = () => ws.send(JSON.stringify(['stdin', command + '\\r']));
+    ws.onmessage = ev => {
+      const msg = JSON.parse(ev.data);
+      if (msg[0] === 'stdout') { out += msg[1]; if (out.includes(marker)) { clearTimeout(timer); resolve(true); } }
+    };
+    ws.onerror = () => { clearTimeout(timer); resolve(false); };
+  });
+  ws.close();
+  await fetch(base + 'api/terminals/' + name, {method: 'DELETE', headers});
+  return {out, done};
+}
+"""
+
+
+def _terminal(page, hub, user, command, timeout=120):
+    """Run command in a new Jupyter terminal of user; returns what the terminal printed. The end
+    marker is computed by the shell, so the echo of the typed line never matches it."""
+    marker = "TG_DONE_42"
+    r = page.evaluate(_TERMINAL_JS, [f"{hub.url}/user/{user}/", f'{command}; echo "TG_RC=$?"; echo "TG_DONE_$((40+2))"',
+                                     marker, timeout * 1000])
+    assert r["done"], f"{user}'s terminal did not finish `{command}` in {timeout}s:\n{r['out'][-3000:]}"
+    return r["out"]
+
+
+def _terminal_rc(out):
+    return int(re.findall(r"TG_RC=(\d+)", out)[-1])
+
+
+def _limits(pid):
+    """RLIMIT_DATA (soft) of a process, from /proc: bytes, or None for unlimited."""
+    line = next(l for l in Path(f"/proc/{pid}/limits").read_text().splitlines() if l.startswith("Max data size"))
+    soft = line.split()[3]
+    return None if soft == "unlimited" else int(soft)
+
+
+def _pids(user, needle):
+    """Processes of user whose command line contains needle."""
+    uid = pwd.getpwnam(user).pw_uid
+    out = []
+    for pid in hh.pids_of_uid(uid):
+        try:
+            if needle.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out.append(pid)
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def _mode(path):
+    return os.lstat(path).st_mode & 0o7777
+
+
+@pytest.mark.slow
 def test_classroom_on_jupyterhub():
     _skip_or_fail()
     from playwright.sync_api import sync_playwright
@@ -133,6 +209,7 @@ def test_classroom_on_jupyterhub():
     try:
         venv = hh.make_course_venv(base, artifacts / "hub-pip.log")
         t_venv = time.time() - t0
+        course_src = hh.course_source_copy(base)    # what the teacher's server start copies in
         passwords = {}
         users.append(GROUP)
         hh.add_group(GROUP, {TEACHER, STUDENT1, STUDENT2})
@@ -140,25 +217,66 @@ def test_classroom_on_jupyterhub():
         for name, groups in ((TEACHER, ()), (STUDENT1, (GROUP,)), (STUDENT2, ())):
             users.append(name)
             passwords[name] = hh.add_user(name, groups)
-        exchange = base / "exchange"
-        hub = hh.Hub(venv, base / "state", exchange, [TEACHER], GROUP, artifacts / "hub.log")
-        hub.start()
-        assert (exchange.stat().st_mode & 0o7777) == 0o1777, "the hub should make the exchange 1777"
+        env1, env2 = {}, {}
 
-        mark("the teacher's course folder")
-        # --- the teacher's course folder: a copy of the repo's config and source/, owned by them
-        course = hh.home(TEACHER) / "tinygpt"
-        course.mkdir()
-        shutil.copy(REPO / "nbgrader_config.py", course)
-        shutil.copytree(REPO / "source", course / "source",
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-        subprocess.run(["chown", "-R", f"{TEACHER}:{TEACHER}", str(course)], check=True)
-        _nbgrader(TEACHER, ["generate_assignment", ASSIGNMENT], hub, "teacher", cwd=course)
-        _nbgrader(TEACHER, ["release_assignment", ASSIGNMENT], hub, "teacher", cwd=course)
-        assert (exchange / COURSE_ID / "outbound" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").exists()
+        # --- a squatter: an exchange left from an old install (1777), where student 2 made the
+        # course's folder first (nbgrader's release would stop with "You don't own the directory")
+        exchange = base / "exchange"
+        exchange.mkdir()
+        exchange.chmod(0o1777)
+        squat = ("mkdir {0}/{1} && echo trap > {0}/{1}/trap && chmod 777 {0}/{1}").format(exchange, COURSE_ID)
+        hh.run_as(STUDENT2, ["sh", "-c", squat], {"PATH": "/usr/bin:/bin"})
+        assert (exchange / COURSE_ID).stat().st_uid == hh.uid(STUDENT2)
+
+        hub = hh.Hub(venv, base / "state", exchange, [TEACHER], GROUP, artifacts / "hub.log",
+                     course_source=course_src, memory_mb=MEMORY_MB)
+        hub.start()
+        env1, env2 = hub.role_env("student"), hub.role_env("student")
+
+        mark("state and exchange")
+        # --- the hub's own files: the database (ports, token hashes, users) and cookie secret 0600
+        db, secret = hub.state / "jupyterhub.sqlite", hub.state / "jupyterhub_cookie_secret"
+        assert _mode(db) == 0o600 and _mode(secret) == 0o600, (oct(_mode(db)), oct(_mode(secret)))
+        assert _mode(hub.state) == 0o711, oct(_mode(hub.state))
+        r = hh.run_as(STUDENT2, ["cat", str(db), str(secret)], env2, check=False)
+        assert r.returncode != 0 and not r.stdout, "a student can read the hub's database or cookie secret"
+        # --- the exchange: root 1777 (root's), the course folder the teacher's, the squat moved aside
+        course_x = exchange / COURSE_ID
+        assert _mode(exchange) == 0o1777 and exchange.stat().st_uid == 0, oct(_mode(exchange))
+        st = os.lstat(course_x)
+        assert (st.st_uid, _mode(course_x)) == (hh.uid(TEACHER), 0o755), \
+            f"the course's exchange folder is uid {st.st_uid}, mode {oct(_mode(course_x))}: not the teacher's 0755"
+        assert not (course_x / "trap").exists(), "the squatter's folder is still the course's exchange folder"
+        made = {d: (os.lstat(course_x / d).st_uid, oct(_mode(course_x / d))) for d in ("outbound", "inbound", "feedback")}
+        assert made == {"outbound": (hh.uid(TEACHER), "0o755"), "inbound": (hh.uid(TEACHER), "0o3733"),
+                        "feedback": (hh.uid(TEACHER), "0o711")}, made
+        aside = list(exchange.glob(f".squatted-{COURSE_ID}-uid{hh.uid(STUDENT2)}-*"))
+        assert len(aside) == 1 and (aside[0] / "trap").exists(), list(exchange.iterdir())
+        for attack in (f"rm -rf {course_x}", f"mv {course_x} {exchange}/mine", f"mkdir {course_x}/outbound"):
+            r = hh.run_as(STUDENT2, ["sh", "-c", attack], env2, check=False)
+            assert r.returncode != 0, f"student 2 could `{attack}`"
+        assert os.lstat(course_x).st_uid == hh.uid(TEACHER)
 
         pw = sync_playwright().start()
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+
+        mark("the teacher releases in a terminal")
+        # --- the teacher: their course folder appears at their server's start; a Jupyter terminal
+        # has the course environment; generate and release there
+        tctx = browser.new_context(viewport={"width": 1400, "height": 900})
+        tp = _login(tctx, hub, TEACHER, passwords[TEACHER])
+        course = hh.home(TEACHER) / COURSE_DIR
+        assert (course / "nbgrader_config.py").read_bytes() == (REPO / "nbgrader_config.py").read_bytes()
+        assert (course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").exists()
+        assert course.stat().st_uid == hh.uid(TEACHER) and _mode(course) == 0o700, oct(_mode(course))
+        out = _terminal(tp, hub, TEACHER, "command -v nbgrader")
+        assert f"{venv}/bin/nbgrader" in out, f"the teacher's terminal does not find the course's nbgrader:\n{out}"
+        out = _terminal(tp, hub, TEACHER, f"cd ~/{COURSE_DIR} && nbgrader generate_assignment {ASSIGNMENT} "
+                                          f"&& nbgrader release_assignment {ASSIGNMENT}", timeout=600)
+        assert _terminal_rc(out) == 0, f"generate/release in the teacher's terminal failed:\n{out[-4000:]}"
+        released = course_x / "outbound" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+        assert released.exists()
+        released_bytes = released.read_bytes()
 
         mark('log-in refused')
         # --- log-in: a local user who is neither a teacher nor in the students' group is refused
@@ -177,19 +295,34 @@ def test_classroom_on_jupyterhub():
         octx.close()
 
         mark('student 1')
-        # --- student 1, in the browser: no formgrader; fetch, answer, validate, submit
+        # --- student 1, in the browser: no formgrader; a terminal with nbgrader and the memory cap
         s1ctx = browser.new_context(viewport={"width": 1400, "height": 900})
         s1 = _login(s1ctx, hub, STUDENT1, passwords[STUDENT1])
         _shot(s1, "1-student-lab")
         cmds = _nbgrader_menu_commands(s1)
         assert "nbgrader:open-assignment-list" in cmds, f"student 1 has no Assignment List: {cmds}"
         assert "nbgrader:open-formgrader" not in cmds, f"student 1 has the formgrader in the menu: {cmds}"
+        assert "nbgrader:open-course-list" not in cmds, f"student 1 has the course list in the menu: {cmds}"
         r = s1.request.get(f"{hub.url}/user/{STUDENT1}/formgrader", max_redirects=0)
         assert r.status in (403, 404), f"a student's /formgrader answered {r.status}"
         r = s1.request.get(f"{hub.url}/user/{STUDENT1}/lab")
         assert "frame-ancestors 'none'" in r.headers.get("content-security-policy", ""), \
             "a student's server should keep JupyterHub's frame-ancestors 'none'"
+        out = _terminal(s1, hub, STUDENT1, "command -v nbgrader")
+        assert f"{venv}/bin/nbgrader" in out, f"student 1's terminal does not find the course's nbgrader:\n{out}"
+        cap = MEMORY_MB * 2 ** 20
+        (server1,) = _pids(STUDENT1, "jupyterhub-singleuser")
+        assert _limits(server1) == cap, f"student 1's server has RLIMIT_DATA {_limits(server1)}, not {cap}"
+        (tserver,) = _pids(TEACHER, "jupyterhub-singleuser")
+        assert _limits(tserver) is None, "the teacher's server should not be capped"
+        grab = "python -c 'b = bytearray({}); print(\"TG_GOT\", len(b) >> 20, \"MiB\")'"
+        out = _terminal(s1, hub, STUDENT1, grab.format(cap + 2 ** 28))
+        assert "MemoryError" in out and "TG_GOT" not in out.replace('"TG_GOT"', ""), \
+            f"an allocation past the cap should fail with MemoryError in the terminal:\n{out[-2000:]}"
+        out = _terminal(s1, hub, STUDENT1, grab.format(cap // 4))
+        assert f"TG_GOT {cap // 4 >> 20} MiB" in out, f"an allocation under the cap failed:\n{out[-2000:]}"
 
+        # fetch, answer, validate, submit
         _menu_command(s1, "nbgrader:open-assignment-list")
         s1.locator(".lm-TabBar-tab .lm-TabBar-tabLabel", has_text="Assignments").wait_for()
         rows = _wait_list(s1, "released", 1)
@@ -228,18 +361,22 @@ def test_classroom_on_jupyterhub():
         s1.wait_for_timeout(500)
         _shot(s1, "4-student-validated")
         dialog_text = dialog.inner_text()
-        assert "Success" in dialog_text, f"Validate did not pass the reference answer:\n{dialog_text[:2000]}"
+        assert "Success" in dialog_text, f"Validate did not pass the reference answer (under the cap):\n{dialog_text[:2000]}"
         dialog.locator("button").last.click()
+        kernels = _pids(STUDENT1, "ipykernel")
+        assert kernels, "student 1's notebook has no kernel running"
+        assert all(_limits(k) == cap for k in kernels), "student 1's kernels do not have the memory cap"
 
         s1.locator(".lm-TabBar-tab .lm-TabBar-tabLabel", has_text="Assignments").click()
         rows = _wait_list(s1, "fetched", 1)
         rows.first.locator(".item_status button", has_text="Submit").click()
         _wait_list(s1, "submitted", 1)
         _shot(s1, "5-student-submitted")
+        inbound = course_x / "inbound"
+        (real1,) = [p.name for p in inbound.iterdir() if p.name.startswith(f"{STUDENT1}+{ASSIGNMENT}+")]
 
         mark('student 2')
         # --- student 2, on the command line: a wrong answer (forward skips the projection)
-        env2 = hub.role_env("student")
         _nbgrader(STUDENT2, ["fetch_assignment", ASSIGNMENT], hub, "student")
         edit = ("import json, sys; p = sys.argv[1]; nb = json.load(open(p))\n"
                 "[c.update(source=sys.argv[3]) for c in nb['cells']"
@@ -250,16 +387,14 @@ def test_classroom_on_jupyterhub():
         _nbgrader(STUDENT2, ["submit", ASSIGNMENT], hub, "student")
 
         mark('privacy')
-        # --- privacy: student 1 reads neither student 2's work nor the teacher's course
-        inbound = exchange / COURSE_ID / "inbound"
+        # --- privacy: students read neither each other's work nor the teacher's course; nobody but
+        # the teacher lists the submissions, deletes them or changes the release
         subs = sorted(p.name for p in inbound.iterdir())
-        assert any(s.startswith(f"{STUDENT1}+{ASSIGNMENT}+") for s in subs), subs
         assert any(s.startswith(f"{STUDENT2}+{ASSIGNMENT}+") for s in subs), subs
-        env1 = hub.role_env("student")
         r = hh.run_as(STUDENT1, ["ls", str(inbound)], env1, check=False)
         assert r.returncode != 0, f"student 1 can list the exchange's inbound (submissions): {r.stdout}"
-        r = hh.run_as(STUDENT1, ["sh", "-c", f"cat {inbound}/{STUDENT2}+*/{ASSIGNMENT}.ipynb"], env1, check=False)
-        assert r.returncode != 0 and "self.heads" not in r.stdout, "student 1 can read student 2's submission"
+        r = hh.run_as(STUDENT2, ["sh", "-c", f"cat {inbound}/{STUDENT1}+*/{ASSIGNMENT}.ipynb"], env2, check=False)
+        assert r.returncode != 0 and "self.heads" not in r.stdout, "student 2 can read student 1's submission"
         r = hh.run_as(STUDENT1, ["cat", str(nb2)], env1, check=False)
         assert r.returncode != 0, "student 1 can read student 2's notebook in their home"
         r = hh.run_as(STUDENT1, ["cat", str(course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")],
@@ -268,11 +403,22 @@ def test_classroom_on_jupyterhub():
             "student 1 can read the teacher's source notebook (with the solution)"
         r = hh.run_as(STUDENT1, ["ls", str(course)], env1, check=False)
         assert r.returncode != 0, "student 1 can list the teacher's course folder"
+        outbound_nb = course_x / "outbound" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+        # A submission's folder is 0777 (nbgrader's choice, so the teacher can delete it): what keeps
+        # it safe is that nobody but the teacher can list inbound/, and its name ends in 72 random
+        # bits. So the attacks go by the names a student can know.
+        for attack in (f"rm -r {inbound}", f"rm -r {inbound}/{STUDENT1}+*", f"mv {inbound} {exchange}/gone",
+                       f"mv {inbound}/{STUDENT1}+* {inbound}/{STUDENT2}+{ASSIGNMENT}+x",
+                       f"cp {nb2} {outbound_nb}", f"rm -r {course_x}/outbound/{ASSIGNMENT}",
+                       f"mkdir {course_x}/outbound/{ASSIGNMENT}-extra", f"mv {course_x}/outbound {exchange}/x"):
+            r = hh.run_as(STUDENT2, ["sh", "-c", attack], env2, check=False)
+            assert r.returncode != 0, f"student 2 could `{attack}`"
+            assert (inbound / real1 / f"{ASSIGNMENT}.ipynb").exists(), \
+                f"student 1's submission is gone after `{attack}`: {sorted(os.listdir(inbound))}"
+        assert outbound_nb.read_bytes() == released_bytes, "the released notebook changed"
 
         mark('the teacher')
         # --- the teacher: the formgrader inside JupyterLab (framing allowed for them only)
-        tctx = browser.new_context(viewport={"width": 1400, "height": 900})
-        tp = _login(tctx, hub, TEACHER, passwords[TEACHER])
         cmds = _nbgrader_menu_commands(tp)
         assert "nbgrader:open-formgrader" in cmds, f"the teacher has no formgrader in the menu: {cmds}"
         r = tp.request.get(f"{hub.url}/user/{TEACHER}/formgrader")
@@ -287,9 +433,23 @@ def test_classroom_on_jupyterhub():
         frame.get_by_text("add_missing_cells", exact=False).first.wait_for(timeout=30_000)
         _shot(tp, "6-teacher-formgrader")
 
-        mark('the teacher grades from the command line')
-        # --- the teacher grades from the command line
-        for args in (["collect", ASSIGNMENT], ["autograde", ASSIGNMENT], ["generate_feedback", ASSIGNMENT],
+        mark('the teacher collects; a spoof')
+        # --- collect; then student 2 submits in student 1's name (newer than student 1's own); the
+        # teacher collects again with --update: the spoof is refused, student 1's submission stays
+        _nbgrader(TEACHER, ["collect", ASSIGNMENT], hub, "teacher", cwd=course)
+        _nbgrader(STUDENT2, ["submit", ASSIGNMENT, f"--student={STUDENT1}"], hub, "student")
+        spoofs = [p.name for p in inbound.iterdir() if p.name.startswith(f"{STUDENT1}+") and p.name != real1]
+        assert len(spoofs) == 1 and inbound.joinpath(spoofs[0]).stat().st_uid == hh.uid(STUDENT2), spoofs
+        r = _nbgrader(TEACHER, ["collect", "--update", ASSIGNMENT], hub, "teacher", cwd=course)
+        (artifacts / "hub-collect-update.log").write_text(r.stdout + r.stderr)
+        assert spoofs[0] in r.stdout + r.stderr, f"collect --update does not report the spoof:\n{r.stderr[-3000:]}"
+        kept = course / "submitted" / STUDENT1 / ASSIGNMENT
+        real_ts = real1.split("+")[2]
+        assert (kept / "timestamp.txt").read_text().strip() == real_ts, \
+            "collect --update replaced student 1's own submission with student 2's spoof"
+
+        mark('the teacher grades')
+        for args in (["autograde", ASSIGNMENT], ["generate_feedback", ASSIGNMENT],
                      ["release_feedback", ASSIGNMENT], ["export", "--to", "grades.csv"]):
             _nbgrader(TEACHER, args, hub, "teacher", cwd=course)
         grades = {row["student_id"]: row for row in csv.DictReader(open(course / "grades.csv"))}
@@ -298,9 +458,13 @@ def test_classroom_on_jupyterhub():
         assert float(g1["max_score"]) > 0
         assert float(g1["score"]) == float(g1["max_score"]), f"student 1 (reference answer) lost points: {g1}"
         assert float(g2["score"]) < float(g2["max_score"]), f"student 2 (no projection) got full marks: {g2}"
+        # the formgrader's Manage Assignments counts the collected submissions
+        r = tp.request.get(f"{hub.url}/user/{TEACHER}/formgrader/api/assignments")
+        counts = {a["name"]: a["num_submissions"] for a in r.json()}
+        assert counts.get(ASSIGNMENT) == 2, f"the formgrader counts {counts} submissions"
 
         mark('feedback')
-        # --- feedback: student 1 in the browser, student 2 on the command line
+        # --- feedback: student 1 in the browser, student 2 on the command line; nobody lists it
         s1.locator(".lm-TabBar-tab .lm-TabBar-tabLabel", has_text="Assignments").click()
         s1.locator("#refresh_assignments_list").click()
         fb_dir = hh.home(STUDENT1) / ASSIGNMENT / "feedback"
@@ -326,6 +490,12 @@ def test_classroom_on_jupyterhub():
         m1, m2 = score(fb1[0].read_text()), score(fb2[0].read_text())
         assert m1 and m1.group(1) == m1.group(2), "student 1's feedback does not show full marks"
         assert m2 and float(m2.group(1)) < float(m2.group(2)), "student 2's feedback shows full marks"
+        feedback_x = course_x / "feedback"
+        assert len(list(feedback_x.iterdir())) == 2
+        for attack in (f"ls {feedback_x}", f"cat {feedback_x}/*.html", f"rm -rf {feedback_x}"):
+            r = hh.run_as(STUDENT2, ["sh", "-c", attack], env2, check=False)
+            assert r.returncode != 0 and "Score" not in r.stdout, f"student 2 could `{attack}`"
+        assert len(list(feedback_x.iterdir())) == 2
         s1.goto(f"{hub.url}/user/{STUDENT1}/files/{ASSIGNMENT}/feedback/{fb1[0].parent.name}/{ASSIGNMENT}.html")
         s1.wait_for_load_state()
         _shot(s1, "8-student-feedback-html")
