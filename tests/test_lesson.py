@@ -61,6 +61,37 @@ def test_checks_pass_in_the_executed_notebook(executed):
     for cell in executed.cells:
         if cell.metadata.get("nbgrader", {}).get("grade"):
             assert not [o for o in cell.outputs if o.output_type == "error"], cell.source
+            assert cell.outputs and cell.outputs[0].text.startswith("\u2713"), cell.source
+
+
+def test_numbers_note_says_the_lines_are_the_documented_ones(executed):
+    note = next(c for c in executed.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "numbers_note")
+    assert "".join(o.get("text", "") for o in note.outputs).strip() == "\u2713 your 9 lines are the documented ones."
+
+
+def cell_text(grade_id):
+    nb = nbformat.read(SOURCE, 4)
+    return " ".join(next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id).source.split())
+
+
+def test_rounding_claim_is_what_the_printed_weights_add_up_to():
+    """'the eight printed numbers, rounded to three decimals, add up to 0.999 and 1.000'"""
+    claim = re.search(r"rounded to three decimals, add up to (\d\.\d+) and (\d\.\d+)", cell_text("printout_md"))
+    sums = [sum(float(w) for w in re.search(r"\[(.*)\]", line).group(1).split(", "))
+            for line in documented() if "takes [" in line]
+    assert claim and [f"{s:.3f}" for s in sums] == list(claim.groups())
+
+
+def test_weight_counts_in_the_narrative_are_the_layers_counts():
+    """16 x 32 = 512 (one key layer), 3072 for the heads, 1056 for the projection, 4128 in all."""
+    import torch.nn as nn
+    key = nn.Linear(32, 16, bias=False)
+    heads = 2 * 3 * sum(p.numel() for p in key.parameters())
+    proj = sum(p.numel() for p in nn.Linear(32, 32).parameters())
+    assert f"16 x 32 = {key.weight.numel()} weights in one key layer" in cell_text("modulelist_md")
+    text = cell_text("printout_md")
+    assert f"32 x 16 = {heads} for the heads" in text and f"32 x 32 + 32 = {proj} for the projection" in text
+    assert f"{heads + proj} in all" in text and f"weights to learn: {heads + proj}" in documented()
 
 
 def test_reference_full_marks_blank_zero_feedback_html(course):

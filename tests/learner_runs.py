@@ -1,0 +1,170 @@
+"""What a learner sees, run for real: a lesson's release notebook with an answer typed in, run
+top to bottom (JupyterLab's Run All) and through `nbgrader validate` (the Validate button).
+
+Used by tests/test_validate.py, and as a script that counts, for a checkout of the course, the
+catalogue mistakes that get an honest Validate verdict and no raw traceback in the runner:
+
+    python tests/learner_runs.py [--repo DIR] [lesson ...]
+
+(for another checkout, put it first on PYTHONPATH so its tinygpt_course is the one imported).
+"""
+import argparse
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+SUCCESS = "Success! Your notebook passes all the tests."
+ANSWER_ID = {"multihead": "multihead", "head": "head", "block": "block"}
+SOLUTION = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION\n", re.M)
+
+
+def grade_id(cell):
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def run_env(repo):
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = os.pathsep.join([str(repo)] + [p for p in [env.get("PYTHONPATH")] if p])
+    return env
+
+
+def learner_notebook(repo, lesson, answer):
+    """The release notebook of `lesson` with `answer` typed into its answer cell."""
+    nb = nbformat.read(Path(repo) / "release" / lesson / f"{lesson}.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if grade_id(c) == ANSWER_ID[lesson])
+    cell.source = answer
+    return nb
+
+
+def solution(repo, lesson):
+    """The source notebook's answer cell without nbgrader's solution markers."""
+    nb = nbformat.read(Path(repo) / "source" / lesson / f"{lesson}.ipynb", as_version=4)
+    return SOLUTION.sub("", next(c for c in nb.cells if grade_id(c) == ANSWER_ID[lesson]).source)
+
+
+def validate(repo, nb, folder, timeout=30):
+    """`nbgrader validate` of nb saved in folder (a learner's folder: no course config)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "lesson.ipynb"
+    nbformat.write(nb, path)
+    proc = subprocess.run([str(BIN / "nbgrader"), "validate", str(path), f"--Execute.timeout={timeout}"],
+                          cwd=folder, env=run_env(repo), capture_output=True, text=True, timeout=900)
+    return proc.stdout + proc.stderr
+
+
+def run_all(repo, nb, folder, timeout=30):
+    """The notebook after JupyterLab's Run All, which stops at the first cell that raises:
+    nb.metadata['stopped_at'] is that cell's grade_id (None when every cell ran)."""
+    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = run_env(repo)["PYTHONPATH"]
+    nb.metadata["stopped_at"] = None
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(folder)}}).execute()
+    except Exception as exc:   # a cell raised, timed out or killed the kernel: what ran stays in nb
+        stopped = [c for c in nb.cells if c.cell_type == "code" and c.get("execution_count")]
+        nb.metadata["stopped_at"] = grade_id(stopped[-1]) if stopped else type(exc).__name__
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+    return nb
+
+
+def errors(nb, gid):
+    cell = next(c for c in nb.cells if grade_id(c) == gid)
+    return [o for o in cell.outputs if o.output_type == "error"]
+
+
+def text(nb, gid):
+    cell = next(c for c in nb.cells if grade_id(c) == gid)
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+def catalogue_mistakes(repo):
+    """multihead: (name, answer) of every catalogue mistake (not right, not tampering, plain notebook)."""
+    spec = importlib.util.spec_from_file_location("catalogue_parse", Path(repo) / "tests" / "test_catalogue.py")
+    sys.path.insert(0, str(Path(repo) / "tests"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    right, wrong = [], []
+    for path in module.CATALOGUE:
+        expect, why, transform, answer = module.parse(path)
+        if transform or why.startswith(("tampering", "attack", "spoof")):   # mistakes only
+            continue
+        full = all(points > 0 for points in expect.values())
+        (right if full else wrong).append((path.stem, answer))
+    return right, wrong
+
+
+def head_block_mistakes(repo, lesson):
+    """head/block: (name, answer) of every distinct wrong answer in tests/test_lessons_head_block.py."""
+    sys.path.insert(0, str(Path(repo) / "tests"))
+    spec = importlib.util.spec_from_file_location("hb", Path(repo) / "tests" / "test_lessons_head_block.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    base = solution(repo, lesson)
+    seen, wrong = set(), []
+    for les, what, old, new, *_ in module.WRONG:
+        if les == lesson and (old, new) not in seen and base.count(old) == 1:
+            seen.add((old, new))
+            wrong.append((what, base.replace(old, new)))
+    right = [("reference", base)] + [(what, base.replace(old, new)) for les, what, old, new in module.RIGHT
+                                      if les == lesson and base.count(old) == 1]
+    return right, wrong
+
+
+def measure(repo, lesson, answers, work):
+    rows = []
+    for name, answer in answers:
+        nb = learner_notebook(repo, lesson, answer)
+        out = validate(repo, nb, Path(work) / lesson / name)
+        ran = run_all(repo, nb, Path(work) / lesson / name)
+        runner_errors = errors(ran, "runner")
+        rows.append({"name": name, "success": SUCCESS in out, "runner_traceback": bool(runner_errors),
+                     "stopped_at": ran.metadata.get("stopped_at"), "validate": out})
+        print(f"  {lesson:9} {name:40} validate={'Success' if SUCCESS in out else 'failed '} "
+              f"runner_traceback={bool(runner_errors)} run_all_stopped_at={ran.metadata.get('stopped_at')}",
+              flush=True)
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--repo", default=str(HERE.parent))
+    p.add_argument("--out", default=None, help="write the rows as JSON here")
+    p.add_argument("lessons", nargs="*", default=["multihead", "head", "block"])
+    args = p.parse_args(argv)
+    report = {}
+    with tempfile.TemporaryDirectory() as work:
+        for lesson in args.lessons:
+            right, wrong = catalogue_mistakes(args.repo) if lesson == "multihead" else head_block_mistakes(args.repo, lesson)
+            r_rows = measure(args.repo, lesson, right, work)
+            w_rows = measure(args.repo, lesson, wrong, work)
+            good = [r for r in w_rows if not r["success"] and not r["runner_traceback"]]
+            report[lesson] = {"right": r_rows, "wrong": w_rows}
+            print(f"{lesson}: {len(good)}/{len(w_rows)} mistakes get a failing Validate and no runner "
+                  f"traceback; {sum(r['success'] for r in r_rows)}/{len(r_rows)} right answers get Success",
+                  flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
