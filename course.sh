@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # One entry point for the course. On a fresh machine:
-#   bash course.sh lab    set up .venv and open JupyterLab on the multi-head attention lesson
+#   bash course.sh lab    set up .venv and open JupyterLab, as a learner, on notebooks/START.md
+#   bash course.sh teach  the same JupyterLab with nbgrader's teacher tools (Formgrader, Create Assignment)
 #   bash course.sh test   set up everything the tests need, then run the whole test suite
 #   bash course.sh setup  only set up .venv (add "test" for the test tools)
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
 VENV=${TINYGPT_VENV:-$ROOT/.venv}
+# torch's CPU build: PyPI's torch wheel for Linux is the CUDA build (+ ~17 NVIDIA packages, GBs).
+# PyTorch's own CPU index serves "2.13.0+cpu", which pip prefers for torch==2.13.0 when it sees both.
+TORCH_CPU_INDEX=${TINYGPT_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
+START_PAGE=notebooks/START.md
 
 python_for_venv() {
     # Debian's python3 is readable by every user (hub learners too); pyenv's lives under /root.
@@ -18,25 +23,49 @@ python_for_venv() {
     echo "course.sh: Python 3.11 with venv is needed (apt-get install python3.11-venv)" >&2; exit 1
 }
 
+torch_index_args() {
+    # Ask PyTorch's CPU index too where it can be reached; where it cannot (a mirror, a closed
+    # network), the configured index alone: the build is reported after installing either way.
+    if "$(python_for_venv)" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=8)' \
+            "$TORCH_CPU_INDEX" 2>/dev/null; then
+        echo "--extra-index-url=$TORCH_CPU_INDEX"
+    else
+        echo "== $TORCH_CPU_INDEX cannot be reached: torch from the configured package index only" >&2
+    fi
+}
+
 setup_venv() {  # $1: pip extras, e.g. "" or "[test]"
     if [ ! -x "$VENV/bin/python" ]; then
         echo "== creating $VENV"
         "$(python_for_venv)" -m venv "$VENV"
     fi
     echo "== installing the course library and its pinned dependencies"
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".$1" 2>&1 \
+    local index
+    index=$(torch_index_args)
+    # shellcheck disable=SC2086  # $index: one option or nothing
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check $index -e ".$1" 2>&1 \
         | grep -v "is neither a file nor a directory" || true
     "$VENV/bin/python" -c 'import torch, nbgrader, tinygpt_course; assert torch.__version__.startswith("2.13.0"), torch.__version__'
+    "$VENV/bin/python" -c '
+import torch
+cuda = torch.version.cuda
+print("== torch", torch.__version__, "(CPU build)" if cuda is None else f"(CUDA {cuda} build: the CPU index was not used)")'
     # JupyterLab's news pop-up would cover the lesson: switch it off for this environment
     local settings="$VENV/share/jupyter/lab/settings"
     mkdir -p "$settings"
     echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' \
         > "$settings/overrides.json"
+    # the learner's and the teacher's Jupyter config (hub/roles.py: the same roles as on the hub)
+    "$VENV/bin/python" hub/roles.py local "$VENV/etc/tinygpt"
 }
 
-setup_system() {  # what the browser and hub tests need from outside PyPI (run as root, e.g. in CI)
+setup_system() {  # what the tests need from outside PyPI (run as root, e.g. in CI)
     local missing=()
-    [ -x /usr/bin/chromium ] || missing+=(chromium)
+    [ -x /usr/bin/chromium ] || missing+=(chromium)           # the browser tests
+    [ -x /usr/bin/bwrap ] || missing+=(bubblewrap)            # the grading sandbox
+    command -v prlimit >/dev/null || missing+=(util-linux)    # its caps
+    # npm only where it is missing: where Node.js comes from NodeSource, npm is part of it and
+    # Debian's npm package conflicts with it
     command -v npm >/dev/null || missing+=(npm)
     if [ ${#missing[@]} -gt 0 ]; then
         if [ "$(id -u)" = 0 ]; then
@@ -52,16 +81,27 @@ setup_system() {  # what the browser and hub tests need from outside PyPI (run a
     fi
 }
 
+run_lab() {  # $1: student or teacher; then JupyterLab's own options
+    local role=$1; shift
+    export PATH="$VENV/bin:$PATH"
+    export JUPYTER_CONFIG_PATH="$VENV/etc/tinygpt/$role:$VENV/etc/tinygpt/common"
+    extra=(); [ "$(id -u)" = 0 ] && extra+=(--allow-root)
+    exec jupyter lab "${extra[@]}" --ServerApp.root_dir="$ROOT" --LabApp.default_url="/lab/tree/$START_PAGE" "$@"
+}
+
 case "${1:-lab}" in
     setup)
         setup_venv "${2:+[$2]}" ;;
-    lab)
-        setup_venv ""
-        export PATH="$VENV/bin:$PATH"
+    lab)      # learners: nbgrader's teacher extensions off (Assignment List and Validate stay)
         shift || true
-        extra=(); [ "$(id -u)" = 0 ] && extra+=(--allow-root)
-        exec jupyter lab "${extra[@]}" --ServerApp.root_dir="$ROOT" \
-            --LabApp.default_url=/lab/tree/release/multihead/multihead.ipynb "$@" ;;
+        setup_venv ""
+        run_lab student "$@" ;;
+    teach)    # teachers: the Formgrader and Create Assignment, on this repo's nbgrader_config.py
+        shift || true
+        setup_venv ""
+        run_lab teacher "$@" ;;
+    torch-index)   # the index option setup adds for torch, if any (tests/test_run_command.py)
+        torch_index_args ;;
     test)
         setup_system
         setup_venv "[test]"
@@ -69,5 +109,5 @@ case "${1:-lab}" in
         shift || true
         exec python -m pytest "$@" ;;
     *)
-        sed -n '2,6p' "$0"; exit 2 ;;
+        sed -n '2,7p' "$0"; exit 2 ;;
 esac

@@ -6,8 +6,15 @@ Takes the student notebook (release/<assignment>/<assignment>.ipynb), puts the r
 (the source notebook's solution=true cell, markers removed) into the answer cell, and executes every
 cell with nbclient in a fresh python3 kernel, keeping the kernel alive afterwards. Then it reads the
 kernel process's memory from /proc/<pid>/smaps_rollup (RSS, PSS, USS) and /proc/<pid>/status
-(VmHWM, the peak RSS). For the whole learner it also starts an idle Jupyter server (JupyterLab and
-nbgrader's extensions loaded, one request for /lab served) and reads the same figures.
+(VmHWM, the peak RSS). For the whole learner it also starts a Jupyter server (JupyterLab and
+nbgrader's extensions loaded, one request for /lab served) and reads the same figures: that is the
+steady learner, server + kernel after the whole lesson.
+
+Then it presses Validate as the learner's JupyterLab does (POST /assignments/validate on that
+server, nbgrader's handler): the server imports nbgrader's validator and runs the notebook again in
+a second kernel while the first one stays. Every 0.2 s it adds up the PSS of the server, its
+children (the validation kernel) and the lesson's kernel; the largest sum is the learner during
+Validate. The validation must say the reference answer passes.
 
 PSS splits shared pages (the Python and torch libraries) between the processes that map them, so
 on a node where many learners run the same image, PSS is the fair per-learner share; RSS counts the
@@ -22,7 +29,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -67,53 +76,121 @@ def answered_notebook(assignment: str):
     return nb
 
 
-def measure_kernel(assignment: str) -> dict:
-    nb = answered_notebook(assignment)
-    with tempfile.TemporaryDirectory() as cwd:
-        client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": cwd}})
-        with client.setup_kernel():
-            pid = client.km.provisioner.pid
-            time.sleep(1)
-            idle = memory(pid)
-            t0 = time.time()
-            for index, cell in enumerate(nb.cells):
-                client.execute_cell(cell, index)
-            seconds = time.time() - t0
-            time.sleep(1)
-            after = memory(pid)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
-    assert not errors, f"the lesson raised: {errors[0].get('ename')}: {errors[0].get('evalue')}"
-    return {"idle_kernel": idle, "kernel_after_lesson": after, "lesson_seconds": round(seconds, 1)}
+def children(pid: int) -> list[int]:
+    """Every descendant of pid (from /proc/<pid>/stat's parent field)."""
+    parents = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parents[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+                pass
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, parent in parents.items() if parent == p]
+        out += kids
+        todo += kids
+    return out
 
 
-def measure_server() -> dict:
-    """An idle Jupyter server with JupyterLab and nbgrader's extensions, after serving /lab once."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with tempfile.TemporaryDirectory() as cwd:
-        cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-               "--IdentityProvider.token=measure", f"--ServerApp.root_dir={cwd}"]
+def pss(pid: int) -> float:
+    try:
+        return memory(pid)["pss_mib"]
+    except (FileNotFoundError, ProcessLookupError, AttributeError):
+        return 0.0
+
+
+class JupyterServer:
+    """JupyterLab with nbgrader's extensions on a free loopback port, serving folder."""
+
+    def __init__(self, folder: str):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={self.port}", "--ip=127.0.0.1",
+               "--IdentityProvider.token=measure", f"--ServerApp.root_dir={folder}"]
         if os.geteuid() == 0:
             cmd.append("--allow-root")
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=folder)
+        deadline = time.time() + 120
+        while True:
+            try:
+                self.request("/lab")
+                break
+            except OSError:
+                if time.time() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("jupyter lab did not start")
+                time.sleep(0.5)
+
+    def request(self, path, data=None, timeout=10):
+        req = urllib.request.Request(self.url + path, data=data, headers={"Authorization": "token measure"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.read()
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def measure(assignment: str) -> dict:
+    """The lesson's kernel, the server, and the peak of both plus the validation kernel."""
+    nb = answered_notebook(assignment)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"{assignment}.ipynb"
+        nbformat.write(nb, path)
+        server = JupyterServer(folder)
         try:
-            deadline = time.time() + 120
-            while True:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token=measure", timeout=10) as r:
-                        r.read()
-                    break
-                except OSError:
-                    if time.time() > deadline or proc.poll() is not None:
-                        raise RuntimeError("jupyter lab did not start")
-                    time.sleep(0.5)
-            time.sleep(2)
-            return memory(proc.pid)
+            client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": folder}})
+            with client.setup_kernel():
+                kernel = client.km.provisioner.pid
+                time.sleep(1)
+                idle = memory(kernel)
+                t0 = time.time()
+                for index, cell in enumerate(nb.cells):
+                    client.execute_cell(cell, index)
+                seconds = time.time() - t0
+                time.sleep(2)
+                after, server_steady = memory(kernel), memory(server.proc.pid)
+                errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                          if o.get("output_type") == "error"]
+                assert not errors, f"the lesson raised: {errors[0].get('ename')}: {errors[0].get('evalue')}"
+                validate = during_validate(server, path.name, kernel)
+                time.sleep(2)            # the validation kernel is gone; the server keeps nbgrader loaded
+                validate["after_validate"] = {"kernel": memory(kernel), "server": memory(server.proc.pid)}
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            server.stop()
+    return {"idle_kernel": idle, "kernel_after_lesson": after, "lesson_seconds": round(seconds, 1),
+            "idle_server": server_steady, **validate}
+
+
+def during_validate(server: JupyterServer, notebook: str, kernel: int) -> dict:
+    """Press Validate (nbgrader's handler) and sample the learner's PSS until it answers."""
+    peak = {"learner_pss_mib": 0.0, "server_pss_mib": 0.0, "validate_kernel_pss_mib": 0.0}
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            kids = children(server.proc.pid)
+            srv, extra = pss(server.proc.pid), sum(pss(k) for k in kids if k != kernel)
+            total = srv + extra + pss(kernel)
+            if total > peak["learner_pss_mib"]:
+                peak.update(learner_pss_mib=round(total, 1), server_pss_mib=round(srv, 1),
+                            validate_kernel_pss_mib=round(extra, 1))
+            time.sleep(0.2)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    t0 = time.time()
+    try:
+        answer = json.loads(server.request("/assignments/validate", data=urllib.parse.urlencode(
+            {"path": notebook}).encode(), timeout=900))
+    finally:
+        done.set()
+        sampler.join()
+    assert answer.get("success") and not answer["value"].get("failed") and not answer["value"].get("errored"), \
+        f"Validate did not pass the reference answer: {str(answer)[:1500]}"
+    return {"during_validate": peak, "validate_seconds": round(time.time() - t0, 1)}
 
 
 def main():
@@ -124,26 +201,27 @@ def main():
     import torch
     out = {"assignment": args.assignment, "python": sys.version.split()[0], "torch": torch.__version__,
            "torch_threads": torch.get_num_threads(), "cpus": os.cpu_count()}
-    out.update(measure_kernel(args.assignment))
-    out["idle_server"] = measure_server()
-    k, s = out["kernel_after_lesson"], out["idle_server"]
-    learner_pss = k["pss_mib"] + s["pss_mib"]
-    learner_rss = k["rss_mib"] + s["rss_mib"]
-    out["learner_pss_mib"] = round(learner_pss, 1)
-    out["learner_rss_mib"] = round(learner_rss, 1)
+    out.update(measure(args.assignment))
+    k, s, v = out["kernel_after_lesson"], out["idle_server"], out["during_validate"]
+    steady = k["pss_mib"] + s["pss_mib"]
+    out["learner_pss_mib"] = round(steady, 1)
+    out["learner_rss_mib"] = round(k["rss_mib"] + s["rss_mib"], 1)
     out["learner_uss_mib"] = round(k["uss_mib"] + s["uss_mib"], 1)
-    out["kernels_per_gib_by_pss"] = round(1024 / k["pss_mib"], 1)
-    out["learners_per_gib_by_pss"] = round(1024 / learner_pss, 1)
-    out["learners_per_gib_by_rss"] = round(1024 / learner_rss, 1)
-    out["learners_per_gib_by_uss"] = round(1024 / out["learner_uss_mib"], 1)
+    out["learners_per_gib_by_pss"] = round(1024 / steady, 2)
+    out["learners_per_gib_during_validate"] = round(1024 / v["learner_pss_mib"], 2)
+    a = out["after_validate"]
+    after = a["kernel"]["pss_mib"] + a["server"]["pss_mib"]
+    out["learner_pss_after_validate_mib"] = round(after, 1)
+    out["learners_per_gib_after_validate"] = round(1024 / after, 2)
     print(json.dumps(out, indent=1))
-    print(f"\none learner's kernel after the lesson: RSS {k['rss_mib']} MiB, PSS {k['pss_mib']} MiB, "
-          f"USS {k['uss_mib']} MiB, peak RSS {k['peak_rss_mib']} MiB (lesson ran in {out['lesson_seconds']} s)")
-    print(f"with their idle server (PSS {s['pss_mib']} MiB): {learner_pss:.0f} MiB by PSS -> "
-          f"{out['learners_per_gib_by_pss']} learners per GiB; {learner_rss:.0f} MiB by RSS -> "
-          f"{out['learners_per_gib_by_rss']} per GiB (shared libraries counted in full, the worst case); "
-          f"{out['learner_uss_mib']:.0f} MiB by USS -> {out['learners_per_gib_by_uss']} per GiB "
-          f"(each further learner once the libraries are shared)")
+    print(f"\none learner after the whole lesson: kernel PSS {k['pss_mib']} MiB (RSS {k['rss_mib']}, "
+          f"USS {k['uss_mib']}, peak RSS {k['peak_rss_mib']}; lesson ran in {out['lesson_seconds']} s) + "
+          f"server PSS {s['pss_mib']} MiB = {steady:.0f} MiB PSS -> {out['learners_per_gib_by_pss']} learners per GiB")
+    print(f"during Validate (a second kernel, {out['validate_seconds']} s): peak {v['learner_pss_mib']} MiB PSS "
+          f"(server {v['server_pss_mib']}, validation kernel {v['validate_kernel_pss_mib']}, lesson kernel) -> "
+          f"{out['learners_per_gib_during_validate']} learners per GiB if all validate at once")
+    print(f"after Validate (server keeps nbgrader loaded): {after:.0f} MiB PSS -> "
+          f"{out['learners_per_gib_after_validate']} learners per GiB")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
 

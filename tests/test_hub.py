@@ -462,6 +462,13 @@ def test_classroom_on_jupyterhub():
         r = tp.request.get(f"{hub.url}/user/{TEACHER}/formgrader/api/assignments")
         counts = {a["name"]: a["num_submissions"] for a in r.json()}
         assert counts.get(ASSIGNMENT) == 2, f"the formgrader counts {counts} submissions"
+        tp.goto(f"{hub.url}/user/{TEACHER}/formgrader/manage_assignments")
+        cell = tp.locator("tr", has_text=ASSIGNMENT).locator(".num-submissions").first
+        deadline = time.time() + 60
+        while time.time() < deadline and cell.inner_text().strip() != "2":
+            tp.wait_for_timeout(500)
+        _shot(tp, "9-teacher-manage-assignments")
+        assert cell.inner_text().strip() == "2", f"Manage Assignments shows {cell.inner_text()!r} submissions"
 
         mark('feedback')
         # --- feedback: student 1 in the browser, student 2 on the command line; nobody lists it

@@ -1,0 +1,211 @@
+"""hub/z2jh/values.yaml on paper: valid for the pinned chart, and the same class as on one machine.
+
+- merged with chart 4.4.0's defaults the way Helm merges, it passes the chart's own values schema
+  (hub/z2jh/chart-4.4.0/, copied from the chart with its LICENSE);
+- the role files it mounts are what hub/roles.py makes (the one-machine hub writes the same);
+- its hub.extraConfig, run against the values: one uid per person from the roster, teachers get the
+  formgrader role, their course folder seeded as themselves, and the pod security the grading
+  sandbox needs; students get none of it; nobody is a hub admin;
+- nothing runs as root at spawn; the exchange's one-time Job (hub/z2jh/exchange.yaml) makes the
+  course folder for the teacher's uid in the roster, on the same claim and path the pods mount;
+- hub/README.md installs exactly this chart version.
+"""
+import copy
+import importlib.util
+import re
+import sys
+import types
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from conftest import REPO
+
+Z2JH = REPO / "hub" / "z2jh"
+CHART_VERSION = "4.4.0"
+CHART = Z2JH / f"chart-{CHART_VERSION}"
+
+
+def helm_merge(defaults, values):
+    """Helm's coalescing: maps merge key by key, anything else replaces, null removes the key."""
+    out = copy.deepcopy(defaults)
+    for key, value in values.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = helm_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def load(path):
+    return yaml.safe_load(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def values():
+    return load(Z2JH / "values.yaml")
+
+
+@pytest.fixture(scope="module")
+def schema():
+    return load(CHART / "values.schema.yaml")
+
+
+def test_values_merged_with_the_chart_defaults_pass_the_chart_schema(values, schema):
+    merged = helm_merge(load(CHART / "values.default.yaml"), values)
+    jsonschema.validate(merged, schema)
+
+
+def test_the_schema_check_catches_a_wrong_key(values, schema):
+    """The check above can fail: a misspelt key, and a value of the wrong type, are refused."""
+    defaults = load(CHART / "values.default.yaml")
+    bad = copy.deepcopy(values)
+    bad["singleuser"]["extraFile"] = bad["singleuser"].pop("extraFiles")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(helm_merge(defaults, bad), schema)
+    bad = copy.deepcopy(values)
+    bad["singleuser"]["uid"] = "teacher"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(helm_merge(defaults, bad), schema)
+
+
+def _roles():
+    spec = importlib.util.spec_from_file_location("tinygpt_hub_roles", REPO / "hub" / "roles.py")
+    roles = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(roles)
+    return roles
+
+
+def exchange_mount(values):
+    (mount,) = [m for m in values["singleuser"]["storage"]["extraVolumeMounts"] if m["name"] == "nbgrader-exchange"]
+    return mount["mountPath"]
+
+
+def test_role_files_are_what_hub_roles_makes(values):
+    course = values["custom"]["tinygpt"]
+    roots = "/etc/tinygpt/jupyter"
+    expected = _roles().role_files(roots, "/srv/conda/envs/notebook/bin", course_id=course["courseId"],
+                                   exchange=exchange_mount(values), course_dir=course["courseDir"])
+    mounted = {f["mountPath"][len(roots) + 1:]: f["stringData"]
+               for f in values["singleuser"]["extraFiles"].values() if f["mountPath"].startswith(roots + "/")}
+    wrong = sorted(k for k in expected.keys() | mounted.keys() if expected.get(k) != mounted.get(k))
+    assert not wrong, "values.yaml's role files differ from hub/roles.py in " + ", ".join(wrong) + \
+        "; expected:\n" + "\n".join(f"--- {k}\n{expected.get(k)}" for k in wrong)
+
+
+def roster(values):
+    """name -> (uid, gid) of the people in the passwd roster (uid >= 2000)."""
+    people = {}
+    for line in values["custom"]["tinygpt"]["passwd"].splitlines():
+        name, _, uid, gid = line.split(":")[:4]
+        if int(uid) >= 2000:
+            people[name] = (int(uid), int(gid))
+    return people
+
+
+def test_the_roster_gives_everyone_their_own_uid(values):
+    people = roster(values)
+    uids = [u for u, _ in people.values()]
+    assert len(people) >= 2 and len(set(uids)) == len(uids), people
+    assert set(values["custom"]["tinygpt"]["teachers"]) <= set(people)
+    passwd = values["singleuser"]["extraFiles"]["tinygpt-passwd"]
+    assert passwd["mountPath"] == "/etc/passwd"
+    assert passwd["stringData"] == values["custom"]["tinygpt"]["passwd"]   # one roster (a YAML alias)
+
+
+class FakeSpawner:
+    def __init__(self, name):
+        self.user = types.SimpleNamespace(name=name)
+        self.environment, self.cmd = {}, ["jupyterhub-singleuser"]
+        self.container_security_context, self.extra_pod_config = {}, {}
+        self.mem_limit = self.mem_guarantee = None
+
+
+@pytest.fixture(scope="module")
+def hub_config(values):
+    """Run hub.extraConfig as the chart's hub does: `c` is the hub's config, z2jh.get_config reads
+    the values."""
+    from traitlets.config import Config
+
+    def get_config(key, default=None):
+        node = values
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+    sys.modules["z2jh"] = types.SimpleNamespace(get_config=get_config)
+    c = Config()
+    try:
+        for name, code in values["hub"]["extraConfig"].items():
+            exec(compile(code, name, "exec"), {"c": c})
+    finally:
+        del sys.modules["z2jh"]
+    return c
+
+
+def test_hub_config_one_uid_per_person_and_the_roles(values, hub_config):
+    c, people = hub_config, roster(values)
+    course = values["custom"]["tinygpt"]
+    (teacher,) = course["teachers"]
+    student = next(n for n in people if n != teacher)
+    assert c.Authenticator.allowed_users == set(people)
+    assert not c.Authenticator.admin_users and "admin_users" not in values["hub"]["config"].get("Authenticator", {}), \
+        "the teacher should not be a hub admin"
+    for name, (uid, gid) in people.items():
+        s = FakeSpawner(name)
+        assert (c.KubeSpawner.uid(s), c.KubeSpawner.gid(s), c.KubeSpawner.fs_gid(s)) == (uid, gid, gid)
+
+    t, s = FakeSpawner(teacher), FakeSpawner(student)
+    c.KubeSpawner.pre_spawn_hook(t)
+    c.KubeSpawner.pre_spawn_hook(s)
+    assert t.environment["JUPYTER_CONFIG_PATH"].split(":")[0] == "/etc/tinygpt/jupyter/teacher"
+    assert s.environment["JUPYTER_CONFIG_PATH"].split(":")[0] == "/etc/tinygpt/jupyter/student"
+    repo = course["courseRepo"]
+    assert t.cmd == ["/bin/sh", f"{repo}/hub/seed_course.sh", repo, course["courseDir"], "jupyterhub-singleuser"]
+    assert (REPO / "hub" / "seed_course.sh").exists()
+    assert s.cmd == ["jupyterhub-singleuser"]
+    sec = t.container_security_context
+    assert sec["seccompProfile"]["type"] == "Unconfined" and sec["appArmorProfile"]["type"] == "Unconfined"
+    assert sec["procMount"] == "Unmasked" and t.extra_pod_config == {"hostUsers": False}
+    assert not s.container_security_context, "students need no relaxed pod security"
+    with pytest.raises(ValueError, match="roster"):
+        c.KubeSpawner.pre_spawn_hook(FakeSpawner("not-in-the-class"))
+
+
+def test_nothing_runs_as_root_at_spawn(values):
+    su = values["singleuser"]
+    assert not su.get("initContainers"), "an init container at every spawn (root chmod breaks under root-squash)"
+    assert "runAsUser: 0" not in (Z2JH / "values.yaml").read_text()
+    assert su.get("allowPrivilegeEscalation") in (None, False)
+
+
+def test_the_exchange_job_prepares_what_the_pods_mount(values):
+    pvc, job = yaml.safe_load_all((Z2JH / "exchange.yaml").read_text())
+    (volume,) = [v for v in values["singleuser"]["storage"]["extraVolumes"] if v["name"] == "nbgrader-exchange"]
+    assert pvc["metadata"]["name"] == volume["persistentVolumeClaim"]["claimName"]
+    assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    spec = job["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    assert spec["volumes"][0]["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+    assert container["volumeMounts"][0]["mountPath"] == exchange_mount(values)
+    args = container["command"]
+    course = values["custom"]["tinygpt"]
+    uid, gid = roster(values)[course["teachers"][0]]
+    assert args[1] == f"{course['courseRepo']}/hub/exchange_setup.py"
+    assert args[args.index("--root") + 1] == exchange_mount(values)
+    assert args[args.index("--course") + 1] == f"{course['courseId']}={uid}:{gid}"
+
+
+def test_readme_installs_the_pinned_chart():
+    readme = (REPO / "hub" / "README.md").read_text()
+    assert re.search(r"helm repo add jupyterhub \S+", readme)
+    assert re.search(r"kubectl create namespace (\S+)", readme)
+    installs = re.findall(r"helm upgrade --install .*", readme)
+    assert installs and all(f"--version {CHART_VERSION}" in line for line in installs), installs
+    assert f"--version {CHART_VERSION}" in (Z2JH / "values.yaml").read_text()
+    assert (CHART / "LICENSE").exists()
