@@ -11,6 +11,7 @@ class CourseConfig:
     n_heads: int = 2          # heads in MultiHead
     head_size: int = 16       # numbers each head gives: n_heads * head_size == n_embd
     vocab_size: int = 27      # '\n' and the 26 letters
+    n_layer: int = 2          # blocks in the whole model (the gpt lesson)
     batch_seed: int = 1337    # the batch every learner, the grader and the narrative see
     ffwd_mult: int = 4        # the feed-forward widens each position's n_embd numbers this many times
 

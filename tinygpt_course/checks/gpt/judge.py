@@ -1,0 +1,299 @@
+"""The trusted half of the gpt checks: diagnoses from two records.
+
+``LESSON.judge(check_id, rec, ref)`` compares the learner's record with ``ref``, the record the
+same extract made of the lesson's solution under the same fixed weights, and names the likely
+mistake. Every fact comes from raw values: parameter names and shapes, tensors, what
+``F.cross_entropy`` and ``torch.multinomial`` received, the stand-in's table and the contexts
+generate gave it. Nothing here runs learner code or computes the lesson's answer: the expected
+numbers are the solution's, in ``ref``.
+"""
+import torch
+
+from ...config import SIZES
+from ..protocol import Kind, Lesson, Verdict
+
+ATOL = 1e-5
+B, T, V, C = SIZES.batch_size, SIZES.block_size, SIZES.vocab_size, SIZES.n_embd
+
+UNANSWERED = ("GPT is still unanswered: replace the `raise NotImplementedError()` lines in "
+              "__init__, forward and generate with your code (the hint is above the answer cell).")
+
+
+def close(a, b):
+    return torch.is_tensor(a) and torch.is_tensor(b) and a.shape == b.shape and torch.allclose(a, b, atol=ATOL)
+
+
+def shape(t):
+    return list(t.shape) if torch.is_tensor(t) else None
+
+
+def n_params(structure):
+    return sum(int(torch.Size(s).numel()) for _, s in structure["params"])
+
+
+def structure_problem(s, ref_s):
+    """What differs in the layers' names and shapes, as a failed Verdict, or None."""
+    mine, want = dict((n, tuple(x)) for n, x in s["params"]), dict((n, tuple(x)) for n, x in ref_s["params"])
+    if mine == want:
+        return None
+    fail = lambda text: Verdict.fail(Kind.STRUCTURE, text)  # noqa: E731
+    types, ref_types = s["types"], ref_s["types"]
+    for attr, what in (("token_emb", f"nn.Embedding(vocab_size, n_embd), {V} x {C}"),
+                       ("pos_emb", f"nn.Embedding(block_size, n_embd), {T} x {C}"),
+                       ("blocks", f"the {SIZES.n_layer} Blocks in an nn.Sequential"),
+                       ("ln_f", "nn.LayerNorm(n_embd)"), ("lm_head", f"nn.Linear(n_embd, vocab_size), {C} -> {V}")):
+        if types.get(attr) in ("NoneType", None):
+            return fail(f"GPT has no self.{attr}: add {what} under that name.")
+    if types["blocks"] in ("list", "tuple"):
+        return fail(f"self.blocks is a plain Python {types['blocks']}, so PyTorch does not look inside "
+                    f"it: parameters() finds {n_params(s)} weights to learn, not {n_params(ref_s)}, and "
+                    "the blocks would never be trained. Use nn.Sequential(*[Block() for _ in range(n_layer)]).")
+    if s["block_types"] is not None and len(s["block_types"]) != len(ref_s["block_types"]):
+        return fail(f"self.blocks holds {len(s['block_types'])} blocks; the lesson stacks n_layer = "
+                    f"{SIZES.n_layer} Block()s.")
+    if s["block_types"] is not None and set(s["block_types"]) != {"Block"}:
+        return fail("self.blocks should hold Block objects, the class from the set-up: Block().")
+    for attr in ("token_emb", "pos_emb", "ln_f", "lm_head"):
+        if types[attr] != ref_types[attr]:
+            return fail(f"self.{attr} is {types[attr]}; the lesson's is {ref_types[attr]}.")
+    missing = [n for n in want if n not in mine]
+    extra = [n for n in mine if n not in want]
+    if "lm_head.bias" in missing:
+        return fail(f"self.lm_head has no bias (bias=False): the lesson's output layer keeps nn.Linear's "
+                    f"default bias, {V} weights more.")
+    wrong = [f"{n} is {list(mine[n])}, not {list(want[n])}" for n in want if n in mine and mine[n] != want[n]]
+    if wrong:
+        return fail("layers of the wrong size: " + "; ".join(wrong[:3]) + ".")
+    return fail("GPT's weights are stored under other names than the lesson's"
+                + (f" (missing: {', '.join(missing[:4])})" if missing else "")
+                + (f" (extra: {', '.join(extra[:4])})" if extra else "")
+                + ": use the names the task gives, token_emb, pos_emb, blocks, ln_f, lm_head.")
+
+
+def run_problem(rec, prefix=""):
+    """forward raised or gave something that is not (logits, loss): a failed Verdict, or None."""
+    if rec.get(prefix + "exception") == "NotImplementedError":
+        return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
+    if rec.get(prefix + "error"):
+        return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {rec[prefix + 'error']}")
+    if rec.get(prefix + "out_type") not in ("tuple", "list") or rec.get(prefix + "out_len") != 2:
+        return Verdict.fail(Kind.WRONG_SHAPE, (
+            f"forward returned a {rec.get(prefix + 'out_type')}: return two things, (logits, loss), "
+            "with loss None when no targets are given."))
+    if not torch.is_tensor(rec.get(prefix + "logits")):
+        return Verdict.fail(Kind.WRONG_SHAPE, "forward's first result, the logits, is not a tensor.")
+    return None
+
+
+class GPTLesson(Lesson):
+    name = "gpt"
+    checks = {
+        "shapes": "xb / yb / logits / loss",
+        "weight_count": "weights to learn",
+        "positions": "the first 5 letters alone",
+        "forward": "output layer gets",
+        "loss": "loss before training",
+        "generate": "untrained, it writes / longest context",
+    }
+
+    def judge(self, check_id, rec, ref):
+        if rec.get("init_error"):
+            if rec.get("init_exception") == "NotImplementedError":
+                return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
+            return Verdict.fail(Kind.BUILD_ERROR, f"GPT() failed: {rec['init_error']}")
+        if rec.get("load_error"):
+            return Verdict.fail(Kind.BUILD_ERROR, f"the fixed weights could not be loaded: {rec['load_error']}")
+        return getattr(self, "_" + check_id)(rec, ref)
+
+    def _shapes(self, rec, ref):
+        problem = run_problem(rec)
+        if problem:
+            return problem
+        want, got = shape(ref["logits"]), shape(rec["logits"])
+        if got != want:
+            if got == [want[0] * want[1], want[2]]:
+                return Verdict.fail(Kind.WRONG_SHAPE, (
+                    f"forward returned logits of shape {got}: flatten only inside the cross_entropy "
+                    f"call and return the logits as {want}, one score per symbol at every position."))
+            return Verdict.fail(Kind.WRONG_SHAPE, f"logits should be {want} (windows, positions, symbols); yours are {got}.")
+        if rec.get("loss_type") != "NoneType":
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                f"without targets, forward should return loss None; yours returned a {rec.get('loss_type')}."))
+        return Verdict.ok(f"logits: {want}; loss None without targets")
+
+    def _weight_count(self, rec, ref):
+        s, ref_s = rec["structure"], ref["structure"]
+        problem = structure_problem(s, ref_s)
+        if problem:
+            return problem
+        return Verdict.ok(f"weights to learn: {n_params(ref_s)}")
+
+    def _positions(self, rec, ref):
+        problem = run_problem(rec)
+        if problem:
+            return problem
+        if rec.get("short_exception") == "NotImplementedError":
+            return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
+        n = shape(ref["short_logits"])[1]
+        if rec.get("short_error"):
+            return Verdict.fail(Kind.FORWARD_ERROR, (
+                f"forward failed on a window of {n} letters ({rec['short_error']}); generate gives the "
+                f"model windows of 1 to {T} letters. Take the positions from the input: "
+                f"torch.arange(T) with T = idx.shape[1], not block_size."))
+        pos, ref_pos = rec.get("short_pos_in"), ref["short_pos_in"]
+        if torch.is_tensor(pos) and not torch.equal(pos.flatten(), ref_pos.flatten()) and pos.numel() <= 64:
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                f"for a window of {n} letters pos_emb was given positions {pos.flatten().tolist()}: the "
+                f"positions must follow the sequence, {ref_pos.flatten().tolist()} (torch.arange(T))."))
+        for prefix in ("", "short_"):
+            got, want = rec.get(prefix + "block_in"), ref[prefix + "block_in"]
+            if not close(got, want):
+                what = "the full window" if not prefix else f"a window of {n} letters"
+                return Verdict.fail(Kind.WRONG_VALUE, (
+                    f"on {what} the first block did not get token embedding + position embedding: "
+                    "add self.token_emb(idx) and self.pos_emb(torch.arange(T)) and give the sum to the blocks."))
+        if not close(rec.get("short_logits"), rec["logits"][:, :n]):
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                f"the scores for the first {n} letters alone differ from the first {n} positions of the "
+                "full window: a position should see only itself and the positions before it."))
+        return Verdict.ok(f"the first {n} letters alone give the same scores as in the full window")
+
+    def _forward(self, rec, ref):
+        problem = run_problem(rec) or structure_problem(rec["structure"], ref["structure"])
+        if problem:
+            return problem
+        if close(rec["logits"], ref["logits"]):
+            return Verdict.ok("output layer gets the final layer norm of the last block's output; "
+                              "logits checked with fixed weights")
+        got_in, blocks_out = rec.get("lm_head_in"), rec.get("blocks_out")
+        if rec.get("ln_f_calls", 0) == 0 or close(got_in, blocks_out):
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                "the output layer gets the last block's output as it is: the final layer norm "
+                "self.ln_f is never applied. Compute self.lm_head(self.ln_f(x))."))
+        if not close(rec.get("block_in"), ref["block_in"]):
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                "the first block did not get token embedding + position embedding: "
+                "x = self.token_emb(idx) + self.pos_emb(torch.arange(T))."))
+        if not close(blocks_out, ref["blocks_out"]):
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                f"the blocks' output is not what the {SIZES.n_layer} blocks give, one after the other, on "
+                "the embeddings: run x through self.blocks (every block, once, in order)."))
+        if not close(got_in, ref["lm_head_in"]):
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                "the output layer did not get self.ln_f of the blocks' output: "
+                "logits = self.lm_head(self.ln_f(x))."))
+        return Verdict.fail(Kind.WRONG_VALUE, "the logits are not self.lm_head(self.ln_f(x)): return them as they are.")
+
+    def _loss(self, rec, ref):
+        if rec.get("train_exception") == "NotImplementedError":
+            return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
+        calls, ref_call = rec.get("ce_calls") or [], ref["ce_calls"][0]
+        n, target = ref_call["input"].shape[0], ref_call["target"]
+        for call in calls:
+            x, y = call.get("input"), call.get("target")
+            if torch.is_tensor(x) and x.dim() == 3 and torch.is_tensor(y) and y.dim() == 2 and x.shape[1] != V:
+                return Verdict.fail(Kind.WRONG_SHAPE, (
+                    f"F.cross_entropy got logits {shape(x)} and targets {shape(y)}: with three dimensions it "
+                    f"reads the second one as the symbols. Flatten both: logits.view({n}, {V}) "
+                    f"(B * T rows of {V} scores) and targets.view({n})."))
+            if torch.is_tensor(x) and torch.is_tensor(y) and x.dim() == 2 and y.dim() != 1:
+                return Verdict.fail(Kind.WRONG_SHAPE, (
+                    f"F.cross_entropy got logits {shape(x)} but targets {shape(y)}: flatten the targets "
+                    f"too, targets.view({n}), one target per row of scores."))
+        if rec.get("train_error"):
+            return Verdict.fail(Kind.FORWARD_ERROR, f"forward with targets raised {rec['train_error']}")
+        loss, logits = rec.get("train_loss"), rec.get("train_logits")
+        if not torch.is_tensor(loss) or loss.numel() != 1:
+            return Verdict.fail(Kind.WRONG_SHAPE, (
+                f"with targets, forward should return the loss as one number; yours is "
+                f"{shape(loss) if torch.is_tensor(loss) else rec.get('train_loss_type')}."))
+        if close(logits, ref["train_logits"]):
+            if close(loss.reshape(()), ref["train_loss"].reshape(())):
+                return Verdict.ok("the loss is F.cross_entropy of the logits and the targets, checked with fixed weights")
+            return self._loss_diagnosis(rec, calls, ref_call) or Verdict.fail(Kind.WRONG_VALUE, (
+                "the loss is not F.cross_entropy of the flattened logits and the flattened targets."))
+        # the logits differ (the forward check says why): judge the loss on its own logits
+        for call in calls:
+            if close(call.get("out"), loss) and torch.is_tensor(logits):
+                x, y = call["input"], call["target"]
+                if x.dim() == 2 and close(x, logits.reshape(x.shape)) and torch.equal(y.flatten(), target.flatten()):
+                    if call.get("reduction") == "mean":
+                        return Verdict.ok("the loss is F.cross_entropy of your logits and the targets")
+                if (x.dim() == 3 and close(x, logits.transpose(1, 2)) and torch.equal(y.flatten(), target.flatten())
+                        and call.get("reduction") == "mean"):
+                    return Verdict.ok("the loss is F.cross_entropy of your logits and the targets")
+        return self._loss_diagnosis(rec, calls, ref_call) or Verdict.fail(Kind.WRONG_VALUE, (
+            "the loss is not F.cross_entropy of the flattened logits and the flattened targets."))
+
+    def _loss_diagnosis(self, rec, calls, ref_call):
+        if not calls:
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                "the loss does not come from F.cross_entropy: compute it with "
+                "F.cross_entropy(logits.view(B * T, vocab_size), targets.view(B * T))."))
+        call = calls[-1]
+        if call.get("reduction") != "mean":
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                f"F.cross_entropy was called with reduction={call.get('reduction')!r}: keep the default, "
+                "the mean over all positions, so the loss does not grow with the batch."))
+        if torch.is_tensor(call.get("target")) and not torch.equal(call["target"].flatten(), ref_call["target"].flatten()):
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                "F.cross_entropy did not get the targets (the next symbol at every position): pass "
+                "targets.view(B * T), in the same order as the logits' rows."))
+        return None
+
+    def _generate(self, rec, ref):
+        if "gen1_lengths" not in rec:
+            if not rec["structure"]["has_generate"]:
+                return Verdict.fail(Kind.STRUCTURE, "GPT has no generate method.")
+            return Verdict.fail(Kind.NO_RESULT, "generate was not run.")
+        if rec.get("gen1_exception") == "NotImplementedError":
+            return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
+        lengths, start, new = rec["gen1_lengths"], ref["gen_start"], ref["gen1"].shape[1] - ref["gen_start"].shape[1]
+        if lengths and max(lengths) > T:
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                f"generate gave the model contexts of up to {max(lengths)} letters: the model has "
+                f"position embeddings for {T} only. Crop the context to the window before each "
+                f"step: idx[:, -block_size:]."))
+        if rec.get("gen1_error"):
+            draws = rec.get("gen1_draws") or []
+            if draws and float(draws[-1].min()) < 0:
+                return Verdict.fail(Kind.FORWARD_ERROR, (
+                    "torch.multinomial got negative numbers: it draws from probabilities. Turn the last "
+                    "position's scores into probabilities with F.softmax(..., dim=-1) first."))
+            return Verdict.fail(Kind.FORWARD_ERROR, f"generate raised {rec['gen1_error']}")
+        if not lengths:
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                "generate never called the model: get the scores with self(idx_cond) at every step."))
+        out, want = rec.get("gen1"), ref["gen1"]
+        if shape(out) != shape(want):
+            return Verdict.fail(Kind.WRONG_SHAPE, (
+                f"generate({shape(start)[0]} windows of {shape(start)[1]}, {new} new letters) returned "
+                f"{shape(out)}, expected {shape(want)}: return the windows with the new letters appended."))
+        if not torch.equal(out[:, :start.shape[1]], rec["gen_start"]):
+            return Verdict.fail(Kind.WRONG_VALUE, "generate changed the letters it started from: append to idx.")
+        if torch.equal(out, want):
+            return Verdict.ok(f"generate draws {new} letters with the generator, "
+                              f"giving the model at most {T} letters at a time")
+        table, k0 = rec["gen_table"], start.shape[1]
+        argmax = all(torch.equal(out[:, k + 1], table[out[:, k]].argmax(-1)) for k in range(k0 - 1, out.shape[1] - 1))
+        if argmax:
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                "generate always takes the most likely letter (argmax), so the same start always "
+                "gives the same name and most names never appear. Draw the next letter with "
+                "torch.multinomial(probs, num_samples=1, generator=generator)."))
+        if not torch.equal(rec.get("gen2", out), out):
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                "two runs with generators seeded alike gave different letters: draw with the "
+                "generator you are given, torch.multinomial(..., generator=generator)."))
+        draws = rec.get("gen1_draws") or []
+        if draws and any(not close(d.sum(-1), torch.ones(d.shape[:-1])) for d in draws):
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                "torch.multinomial got scores that are not probabilities: apply F.softmax(..., dim=-1) "
+                "to the last position's logits first."))
+        return Verdict.fail(Kind.WRONG_VALUE, (
+            "generate's letters are not drawn from the last position's probabilities: at each step "
+            "take logits[:, -1, :], F.softmax over the symbols, then torch.multinomial(probs, 1, "
+            "generator=generator), and append the result to idx."))
+
+
+LESSON = GPTLesson()
