@@ -211,6 +211,53 @@ def test_checks_pass_and_plot_shows_in_the_executed_source(executed):
     assert any("image/png" in o.get("data", {}) for o in plot.outputs)
 
 
+def cell_text(cell):
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+def demo(nb, gid):
+    """(the narrative above the demo cell `gid`, the lines it documents, the lines it printed)."""
+    i = next(i for i, c in enumerate(nb.cells) if grade_id(c) == gid)
+    narrative = nb.cells[i - 1].source
+    block = re.search(r"\*\*It prints:\*\*\s*```\n(.*?)\n```", narrative, re.S)
+    assert block, f"the cell above {gid} documents no printout"
+    return " ".join(narrative.replace(block.group(0), "").split()), block.group(1).splitlines(), cell_text(nb.cells[i]).splitlines()
+
+
+def numbers(text):
+    return re.findall(r"-?\d+\.\d+|\d+", text)
+
+
+@pytest.mark.parametrize("executed", ["head"], indirect=True)
+def test_head_intuitions_print_what_their_narrative_says(executed):
+    """The head lesson's two intuitions (issue 13): the weighted average of the past built three
+    ways and shown equal, and softmax saturating without the scale. Each cell prints exactly its
+    documented lines, and every number the prose states is one of them or is checked here."""
+    lesson, nb = executed
+    source = {grade_id(c): c.source for c in nb.cells}
+
+    prose, documented_lines, printed = demo(nb, "average_demo")
+    assert printed == documented_lines
+    x = eval(re.search(r"x = (torch\.tensor\(.*?\))", source["average_demo"]).group(1), {"torch": torch})
+    assert list(x.shape) == [4, 2] and "4 positions with 2 numbers each" in prose
+    means = torch.stack([x[:t + 1].mean(0) for t in range(len(x))]).tolist()   # position t: rows 0..t
+    rows = {line.split(":")[0].strip(): line.split(":", 1)[1].strip() for line in printed}
+    assert [rows["loop"], rows["matrix"], rows["softmax"]] == [str(means)] * 3
+    assert means[1] == ((x[0] + x[1]) / 2).tolist() and "position 1 averages rows 0 and 1" in prose
+    assert rows["all three equal"] == "True"
+
+    prose, documented_lines, printed = demo(nb, "scale_demo")
+    assert printed == documented_lines
+    unscaled, scaled = map(float, re.search(r"scores: (\S+) \| times 16 \*\* -0.5: (\S+)", printed[0]).groups())
+    assert round(unscaled / scaled) == 4 == SIZES.head_size ** 0.5 and "sqrt(16) = 4 times wider" in prose
+    largest = [float(line.rsplit("largest ", 1)[1]) for line in printed[1:]]
+    times = [int(n) for n in re.findall(r"softmax of\s+(\d+) x", "\n".join(printed))]
+    assert times == [1, 4, 16] and largest == sorted(largest) and largest[-1] > 0.95   # nearly one-hot
+    for number in numbers(prose):   # each decimal of the prose is a printed one
+        if "." in number:
+            assert number in numbers("\n".join(printed)), number
+
+
 def same_record(a, b):
     if torch.is_tensor(a):
         return torch.is_tensor(b) and a.shape == b.shape and torch.equal(a, b)
