@@ -9,6 +9,7 @@ catalogue mistakes that get an honest Validate verdict and no raw traceback in t
 (for another checkout, put it first on PYTHONPATH so its tinygpt_course is the one imported).
 """
 import argparse
+import ast
 import importlib.util
 import json
 import os
@@ -61,7 +62,9 @@ def validate(repo, nb, folder, timeout=30):
     nbformat.write(nb, path)
     proc = subprocess.run([str(BIN / "nbgrader"), "validate", str(path), f"--Execute.timeout={timeout}"],
                           cwd=folder, env=run_env(repo), capture_output=True, text=True, timeout=900)
-    return proc.stdout + proc.stderr
+    # what the Validate dialog shows is the report on stdout; nbgrader's log (stderr) only
+    # matters when validate itself failed (a dead kernel)
+    return proc.stdout if proc.returncode == 0 else proc.stdout + proc.stderr
 
 
 def run_all(repo, nb, folder, timeout=30):
@@ -73,12 +76,14 @@ def run_all(repo, nb, folder, timeout=30):
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = run_env(repo)["PYTHONPATH"]
     nb.metadata["stopped_at"] = None
+    started = []
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(folder)}},
+                            on_cell_execute=lambda cell, cell_index: started.append(grade_id(cell)))
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                       resources={"metadata": {"path": str(folder)}}).execute()
+        client.execute()
     except Exception as exc:   # a cell raised, timed out or killed the kernel: what ran stays in nb
-        stopped = [c for c in nb.cells if c.cell_type == "code" and c.get("execution_count")]
-        nb.metadata["stopped_at"] = grade_id(stopped[-1]) if stopped else type(exc).__name__
+        nb.metadata["stopped_at"] = started[-1] if started else type(exc).__name__
     finally:
         if old is None:
             os.environ.pop("PYTHONPATH", None)
@@ -113,19 +118,26 @@ def catalogue_mistakes(repo):
     return right, wrong
 
 
+def literal(path, name):
+    """The literal value assigned to `name` in a Python file (read, never run)."""
+    tree = ast.parse(Path(path).read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise KeyError(f"{path} assigns no {name}")
+
+
 def head_block_mistakes(repo, lesson):
-    """head/block: (name, answer) of every distinct wrong answer in tests/test_lessons_head_block.py."""
-    sys.path.insert(0, str(Path(repo) / "tests"))
-    spec = importlib.util.spec_from_file_location("hb", Path(repo) / "tests" / "test_lessons_head_block.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """head/block: (name, answer) of every distinct wrong answer in tests/test_lessons_head_block.py,
+    and the right ones (the solution, and RIGHT's answers in other words)."""
+    path = Path(repo) / "tests" / "test_lessons_head_block.py"
     base = solution(repo, lesson)
     seen, wrong = set(), []
-    for les, what, old, new, *_ in module.WRONG:
+    for les, what, old, new, *_ in literal(path, "WRONG"):
         if les == lesson and (old, new) not in seen and base.count(old) == 1:
             seen.add((old, new))
             wrong.append((what, base.replace(old, new)))
-    right = [("reference", base)] + [(what, base.replace(old, new)) for les, what, old, new in module.RIGHT
+    right = [("reference", base)] + [(what, base.replace(old, new)) for les, what, old, new in literal(path, "RIGHT")
                                       if les == lesson and base.count(old) == 1]
     return right, wrong
 

@@ -32,7 +32,7 @@ import torch
 from . import CheckFailed, paragraph
 from .protocol import Kind, Verdict
 
-STEP_SECONDS = 20        # a step (or a check's run of the learner's code) longer than this is stopped
+STEP_SECONDS = 10        # a step (or a check's run of the learner's code) longer than this is stopped
 _latest = {}             # lesson name -> its last Printout in this kernel
 _too_slow = []           # (lesson name, the learner's objects) that ran out of time once
 
@@ -309,6 +309,34 @@ def _passes(printout, check_ids):
     except NameError:
         return False
     return all(verdict(printout.lesson, cid, ns).passed for cid in sorted(check_ids))
+
+
+class InKernel:
+    """What a lesson's checks package gives its notebook, from its Lesson and the names its
+    checks read from the notebook (in the order of its check() arguments). `free` are the labels
+    of the printout lines whose numbers depend on the order the learner's code draws random
+    numbers, `what` names them in the numbers note."""
+
+    def __init__(self, lesson, names, free=(), what="weight lines"):
+        self.lesson, self.names, self.free, self.what = lesson, tuple(names), tuple(free), what
+
+    def Printout(self, notebook_globals):
+        """The runner's printout: each `with printout.step(check):` block that fails in the
+        learner's code says why in one paragraph, and the cell goes on."""
+        return Printout(self.lesson, notebook_globals, self.names)
+
+    def check(self, name, *objects):
+        """Run one check in this kernel; raise CheckFailed with the diagnosis when it fails.
+        ``check(name, globals())`` reads the names from the notebook (a missing one fails in the
+        learner's terms); ``check(name, *objects)`` takes them in the order of `names`."""
+        if len(objects) == 1 and isinstance(objects[0], dict):
+            check_in(self.lesson, name, objects[0], self.names, free=self.free)
+        else:
+            check(self.lesson, name, dict(zip(self.names, objects)), free=self.free)
+
+    def explain_numbers(self, printout):
+        """Say how the printed lines, and only those, compare with the documented ones."""
+        explain_numbers(printout, free=self.free, what=self.what)
 
 
 # --- the documented printout, stored as data ------------------------------------------------

@@ -27,24 +27,5 @@ NAMES = ("MultiHead", "Head", "embed", "xb")      # what the checks read from th
 # printout lines whose numbers depend on the order the learner's __init__ draws random numbers
 FREE = ("head 1 at position 7 takes", "head 2 at position 7 takes")
 
-
-def Printout(notebook_globals):
-    """The runner's printout: each `with printout.step(check):` block that fails in the
-    learner's code says why in one paragraph, and the cell goes on."""
-    return notebook.Printout(LESSON, notebook_globals, NAMES)
-
-
-def check(name, *objects):
-    """Run one check in this kernel; raise CheckFailed with the diagnosis when it fails.
-
-    ``check(name, globals())`` reads MultiHead, Head, embed and xb from the notebook (a missing
-    one fails in the learner's terms); ``check(name, MultiHead, Head, embed, xb)`` takes them."""
-    if len(objects) == 1 and isinstance(objects[0], dict):
-        notebook.check_in(LESSON, name, objects[0], NAMES, free=FREE)
-    else:
-        notebook.check(LESSON, name, dict(zip(NAMES, objects)), free=FREE)
-
-
-def explain_numbers(printout):
-    """Say how the printed lines, and only those, compare with the documented ones."""
-    notebook.explain_numbers(printout, free=FREE, what="two weight lines")
+_in_kernel = notebook.InKernel(LESSON, NAMES, FREE, what="two weight lines")
+Printout, check, explain_numbers = _in_kernel.Printout, _in_kernel.check, _in_kernel.explain_numbers
