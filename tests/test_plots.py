@@ -158,3 +158,35 @@ def test_feedback_html_shows_the_plot(executed, tmp_path):
     images = [base64.b64decode(re.sub(r"\s", "", m))
               for m in re.findall(r'src="data:image/png;base64,([^"]+)"', html)]
     assert base64.b64decode(drawn["png7"]) in images, "the feedback HTML lacks the plot"
+
+
+def synthetic_weights(n_heads, T=8):
+    """Causal attention weights, rows adding up to 1 (for layout checks without a lesson run)."""
+    import torch
+    scores = torch.randn(n_heads, T, T, generator=torch.Generator().manual_seed(n_heads))
+    future = ~torch.tril(torch.ones(T, T, dtype=torch.bool))
+    return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+
+
+@pytest.mark.parametrize("n_heads", [1, 2, 3])
+@pytest.mark.parametrize("position", [0, 7])
+def test_fixed_layout_keeps_every_label_inside_the_figure_and_apart(n_heads, position):
+    """The figure is laid out by fixed margins, not by measuring its labels (that would cost
+    a second pass over every text): no title, tick label, axis label or bar number may be cut
+    off at the figure's edge or run into another plot's."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from tinygpt_course import plots
+
+    fig = plots.figure(synthetic_weights(n_heads), list("ee\u23cejaele"), position)
+    renderer = FigureCanvasAgg(fig).get_renderer()         # the renderer savefig(png) uses
+    fig.draw(renderer)
+    boxes = {(ax.get_title() or "colour bar"): ax.get_tightbbox(renderer) for ax in fig.axes}
+    assert len(boxes) == 2 * n_heads + 1
+    for name, box in boxes.items():
+        assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1), \
+            f"{name!r} sticks out of the figure: {box} not in {fig.bbox}"
+    names = list(boxes)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            assert not boxes[a].overlaps(boxes[b]), f"{a!r} runs into {b!r}"
