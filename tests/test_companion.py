@@ -172,3 +172,69 @@ def test_plots_progress_bar_and_samples(run):
         tag = ("in training" if name in rec["train_names"] else
                "held out" if name in rec["val_names"] else "new")
         assert line.split() == [name, *tag.split()], line
+
+
+# --- START.md: the order of the course and its claims, each compared with what the code says ---
+
+START = NOTEBOOK.parent / "START.md"
+REPO = NOTEBOOK.parents[1]
+
+
+def start_rows():
+    """(number, lesson, notebook, what it teaches) of START.md's table, in order."""
+    rows = re.findall(r"^\| (\d|\+) \| (\w+) \| `([^`]+)` \| [^|]* \| (.*) \|$", START.read_text(), re.M)
+    assert rows, "START.md has no lesson table"
+    return rows
+
+
+def test_start_gives_the_order_and_every_lesson_exists():
+    rows = start_rows()
+    assert [r[1] for r in rows] == ["head", "multihead", "block", "gpt", "companion"]
+    assert [r[0] for r in rows] == ["1", "2", "3", "4", "+"]
+    lessons = sorted(p.name for p in (REPO / "source").iterdir() if p.is_dir())
+    assert sorted(r[1] for r in rows[:-1]) == lessons, "every lesson under source/ is in START.md"
+    for _, lesson, path, _ in rows:
+        assert (REPO / path).exists(), path
+    assert "Open it after lesson 4" in rows[-1][3]
+    assert "comes after lesson 4" in nbformat.read(NOTEBOOK, 4).cells[0].source
+
+
+def test_start_weight_counts_are_the_printed_ones(run):
+    from tinygpt_course.checks import notebook
+    lesson = next(ln for ln in notebook.documented("gpt") if ln.startswith("weights to learn:"))
+    gpt_count = int(re.search(r"weights to learn: (\d+)", lesson).group(1))
+    text = START.read_text()
+    assert f"cut down to\n{gpt_count} weights" in text
+    nb, _, _ = run
+    printed = "".join(o.get("text", "") for o in outputs_of(nb, "model = TinyGPT()"))
+    companion = int(re.search(r"(\d+) weights to learn", printed).group(1))
+    assert f"({companion} weights)" in start_rows()[-1][3]
+
+
+def test_start_sizes_are_the_course_sizes():
+    from tinygpt_course.config import SIZES
+    text = " ".join(START.read_text().split())
+    assert f"scaled by 1/sqrt({SIZES.head_size})" in text
+    assert f"a stack of {SIZES.n_layer} blocks" in text
+    assert f"each of the {SIZES.vocab_size} symbols" in text
+    assert f"{SIZES.batch_size} windows of {SIZES.block_size} letters" in text
+
+
+def test_start_describes_the_block_as_it_is_built():
+    """Pre-norm, as the block lesson's solution: the norm inside, on the layer's input."""
+    block = nbformat.read(REPO / "source" / "block" / "block.ipynb", 4)
+    solution = next(c.source for c in block.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    assert "x = x + self.sa(self.ln1(x))" in solution and "x = x + self.ffwd(self.ln2(x))" in solution
+    row = start_rows()[2][3]
+    assert "`x = x + sa(ln1(x))`, then `x = x + ffwd(ln2(x))` (pre-norm" in row
+    assert "after a layer norm" not in row
+
+
+def test_companion_names_its_model_truly():
+    """The companion's model is the lecture's gpt.py cut down, not nanoGPT's model.py."""
+    nb = nbformat.read(NOTEBOOK, 4)
+    text = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "nanoGPT" not in text and "Let's build GPT" in text
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "x = x + self.attn(self.ln1(x))" in code and "self.ln_f" in code   # pre-norm, final norm
+    assert "n_embd, block_size, head_size, n_heads = 32, 8, 16, 2" in code

@@ -1,0 +1,135 @@
+"""The gpt lesson run for real: the source notebook, training included (about a minute), prints
+exactly its two documented printouts, its narrative's numbers are the computed ones, the share
+of new names is recomputed independently, and the lesson's grading never trains.
+
+nbgrader's side (validate, autograde with reference full marks and blank zero, each catalogue
+answer's score) is in tests/test_catalogue_gpt.py.
+"""
+import json
+import math
+import re
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from conftest import REPO
+
+SOURCE = REPO / "source" / "gpt" / "gpt.ipynb"
+
+DUMP = r'''
+import json as _json
+print("@@RESULT@@" + _json.dumps({
+    "val_losses": val_losses, "steps": STEPS, "train_steps": len(train_losses),
+    "new_names": new_names, "in_training": [n in set(train_names) for n in new_names],
+    "held_out": [n in set(val_names) for n in new_names],
+    "counts": {"all": count(model), "token_emb": count(model.token_emb), "pos_emb": count(model.pos_emb),
+               "block": count(model.blocks[0]), "blocks": count(model.blocks), "ln_f": count(model.ln_f),
+               "lm_head": count(model.lm_head)},
+    "sizes": [vocab_size, n_embd, block_size, n_layer],
+    "train": {"batch_size": batch_size, "eval_every": eval_every}}))
+'''
+
+
+def grade_id(c):
+    return c.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def cell(nb, gid):
+    return next(c for c in nb.cells if grade_id(c) == gid)
+
+
+def documented(nb, gid):
+    """The lines of the ``` block in markdown cell gid."""
+    return re.search(r"```\n(.*?)\n```", cell(nb, gid).source, re.S).group(1).splitlines()
+
+
+def printed(nb, gid):
+    return "".join(o.get("text", "") for o in cell(nb, gid).outputs if o.output_type == "stream").splitlines()
+
+
+@pytest.fixture(scope="module")
+def run():
+    nb = nbformat.read(SOURCE, 4)
+    nb.cells.append(nbformat.v4.new_code_cell(DUMP))
+    NotebookClient(nb, timeout=900, kernel_name="python3",
+                   resources={"metadata": {"path": str(SOURCE.parent)}}).execute()
+    rec = json.loads("".join(o.get("text", "") for o in nb.cells[-1].outputs).split("@@RESULT@@", 1)[1])
+    return nb, rec
+
+
+def test_no_cell_raised(run):
+    nb, _ = run
+    for c in nb.cells:
+        assert not [o for o in c.get("outputs", []) if o.output_type == "error"], c.source[:200]
+
+
+def test_runner_prints_exactly_the_documented_lines(run):
+    nb, _ = run
+    lines = printed(nb, "runner")
+    assert len(lines) == 7 and lines == documented(nb, "printout_md")
+
+
+def test_after_training_prints_exactly_the_documented_lines(run):
+    nb, rec = run
+    assert rec["steps"] == rec["train_steps"] == 6000, "the full training did not run"
+    assert printed(nb, "names") == documented(nb, "names_md")
+
+
+def test_loss_before_close_to_ln27_and_after_what_the_narrative_says(run):
+    nb, rec = run
+    before, after = rec["val_losses"][0][1], rec["val_losses"][-1][1]
+    runner = "\n".join(printed(nb, "runner"))
+    train_loss = float(re.search(r"loss before training: (\d\.\d+)", runner).group(1))
+    assert abs(train_loss - math.log(27)) < 0.2 and abs(before - math.log(27)) < 0.2
+    assert f"ln 27 = {math.log(27):.3f}" in runner
+    text = cell(nb, "names_md").source
+    assert f"to {after:.2f}: on names it never saw" in text
+    assert f"exp(-{after:.2f}) = {math.exp(-round(after, 2)):.2f}" in text
+    assert f"1/27 = {1 / 27:.3f}" in text
+    assert after < before - 1.0
+
+
+def test_share_of_new_names_recomputed(run):
+    nb, rec = run
+    names = rec["new_names"]
+    new = [n for n, seen in zip(names, rec["in_training"]) if not seen]
+    real = sum(h for h, seen in zip(rec["held_out"], rec["in_training"]) if not seen)
+    assert all(re.fullmatch(r"[a-z]+", n) for n in names)
+    line = printed(nb, "names")[2]
+    assert line == (f"new names: {len(new)} of {len(names)} ({len(new) / len(names):.0%}) are not in the "
+                    f"training list; {real} of those are real names it never saw")
+    assert printed(nb, "names")[1] == "some of its names: " + ", ".join(names[:8])
+    # the narrative: "Most of them are new", "Some of the new ones are real names"
+    assert len(new) > len(names) / 2 and real > 0
+
+
+def test_narrative_counts_are_the_model_counts(run):
+    nb, rec = run
+    c, (V, C, T, L) = rec["counts"], rec["sizes"]
+    text = cell(nb, "printout_md").source
+    assert (c["token_emb"], c["pos_emb"]) == (V * C, T * C)
+    assert f"{V} x {C} + {T} x {C} = {c['token_emb'] + c['pos_emb']}" in text
+    assert f"{L} x {c['block']} = {c['blocks']} in the blocks ({c['block']} each, the block lesson's count)" in text
+    assert c["block"] == 12608            # the block lesson documents 12608 for its Block
+    assert f"2 x {C} = {c['ln_f']} in the final layer norm" in text
+    assert f"{C} x {V} + {V} = {c['lm_head']} in the output layer" in text
+    assert c["all"] == c["token_emb"] + c["pos_emb"] + c["blocks"] + c["ln_f"] + c["lm_head"]
+    assert "though the\n  text grew to 28" in text and T + 20 == 28
+
+
+def test_training_narrative_matches_the_training_cell(run):
+    nb, rec = run
+    text, code = cell(nb, "train_md").source, cell(nb, "training").source
+    assert f"Each step takes {rec['train']['batch_size']} random" in text
+    assert f"Every {rec['train']['eval_every']} steps" in text
+    assert "STEPS = 6000" in code and "6000 steps take about a minute" in text
+    assert "STEPS = 20 " in code and "runs only 20\nsteps" in text
+    assert "(after the full 6000 steps)" in cell(nb, "names_md").source
+
+
+def test_progress_bar_and_loss_plot(run):
+    nb, _ = run
+    bar = cell(nb, "training").outputs
+    assert any("training" in str(o.get("data", {}).get("text/plain", "")) + o.get("text", "") for o in bar)
+    assert any("image/png" in o.get("data", {}) for o in cell(nb, "loss_plot").outputs)
