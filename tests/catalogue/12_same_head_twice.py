@@ -1,5 +1,5 @@
-# expect: shapes=1 weight_count=0 out_is_proj=0 attention_weights=0 causal=0
-# why: one Head object stored twice
+# expect: shapes=0 weight_count=0 out_is_proj=0 attention_weights=0 causal=0
+# why: one Head object stored twice: a structural slip fails every check, as in every lesson
 class MultiHead(nn.Module):
     def __init__(self):
         super().__init__()

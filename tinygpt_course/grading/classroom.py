@@ -78,6 +78,19 @@ def load_course(assignment):
     return coursedir
 
 
+def prepare_checks(coursedir, assignment):
+    """Draw the grading seed and run each checked notebook's solution once, here, so the forked
+    workers inherit both instead of each running the solution again."""
+    import glob
+
+    from tinygpt_course.grading.independent import PrepareChecks
+    step = PrepareChecks(config=coursedir.config)
+    for path in sorted(glob.glob(os.path.join(coursedir.format_path(coursedir.source_directory, ".", assignment),
+                                              "*.ipynb"))):
+        name = os.path.splitext(os.path.basename(path))[0]
+        step.preprocess(None, {"nbgrader": {"assignment": assignment, "notebook": name}})
+
+
 def find_submissions(coursedir, assignment):
     """{student: submitted folder} for every submitted/<student>/<assignment>/ holding a notebook."""
     import glob
@@ -251,9 +264,18 @@ def main(argv=None):
     if gradebook is None:
         sys.exit(f"tinygpt-grade-class: no assignment {args.assignment!r} in the gradebook: "
                  f"run `nbgrader generate_assignment {args.assignment}` first")
-    todo = [s for s, folder in submissions.items()
-            if args.force or not is_graded(coursedir, args.assignment, s, folder, gradebook)]
-    skipped = len(submissions) - len(todo)
+    from tinygpt_course.grading.owner import owner_problem
+    spoofed = {s: problem for s, folder in submissions.items() if (problem := owner_problem(folder, s))}
+    for student, problem in sorted(spoofed.items()):
+        print(f"FLAGGED, not graded: {student}: {problem}", file=sys.stderr)
+    todo = [s for s, folder in submissions.items() if s not in spoofed
+            and (args.force or not is_graded(coursedir, args.assignment, s, folder, gradebook))]
+    skipped = len(submissions) - len(todo) - len(spoofed)
+    from tinygpt_course.grading.sandbox import SandboxUnavailable
+    try:
+        prepare_checks(coursedir, args.assignment)
+    except SandboxUnavailable as exc:
+        sys.exit(f"tinygpt-grade-class: {exc}")
     print(f"tinygpt-grade-class: {len(submissions)} submissions of {args.assignment}: "
           f"{len(todo)} to grade, {skipped} already graded (skipped{'' if args.force else '; --force regrades'}), "
           f"{jobs} at a time", file=sys.stderr)
@@ -267,8 +289,11 @@ def main(argv=None):
     results = run_pool(args.assignment, todo, jobs, log_dir, args.retries, progress=not args.no_progress)
     failed = sorted(s for s, (code, _) in results.items() if code != 0)
     graded = sum(1 for code, _ in results.values() if code == 0)
-    print(f"tinygpt-grade-class: graded {graded}, skipped {skipped}, failed {len(failed)} "
-          f"in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    print(f"tinygpt-grade-class: graded {graded}, skipped {skipped}, failed {len(failed)}, "
+          f"flagged {len(spoofed)} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    if spoofed:
+        print(f"tinygpt-grade-class: flagged and left aside (files of another user): {', '.join(sorted(spoofed))}",
+              file=sys.stderr)
     if failed:
         print(f"tinygpt-grade-class: failed: {', '.join(failed)} (logs in {log_dir})", file=sys.stderr)
         return 1

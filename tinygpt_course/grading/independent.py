@@ -29,13 +29,15 @@ from .rerun import rerun
 from .sandbox import Sandbox
 
 FLAG = "IndependentCheckFailed"
-_SEED = {}
+_SEED = []
 
 
 def grading_seed():
-    """One seed per grading process, drawn when it first grades: the notebook's documented
-    numbers cannot be replayed, and every learner graded by this process gets the same weights."""
-    return _SEED.setdefault(os.getpid(), secrets.randbelow(2 ** 31))
+    """One seed per grading run, drawn when it first grades (forked workers inherit it): the
+    notebook's documented numbers cannot be replayed, and every learner gets the same weights."""
+    if not _SEED:
+        _SEED.append(secrets.randbelow(2 ** 31))
+    return _SEED[0]
 
 
 class PrepareChecks(NbGraderPreprocessor):

@@ -18,8 +18,8 @@ _cache = {}
 
 
 def reference_record(lesson_source, seed, sandbox, timeout=120):
-    """The record of the lesson's solution for `seed` (cached per process)."""
-    key = (os.getpid(), lesson_source.digest, int(seed))
+    """The record of the lesson's solution for `seed` (cached; forked workers inherit it)."""
+    key = (lesson_source.digest, int(seed))
     if key not in _cache:
         result = rerun(sandbox, lesson_source.name, lesson_source.setup, lesson_source.solution, seed, timeout)
         if result.record is None:

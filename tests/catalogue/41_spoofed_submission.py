@@ -1,0 +1,11 @@
+# expect: shapes=0 weight_count=0 out_is_proj=0 attention_weights=0 causal=0
+# why: spoofed: a right answer whose files belong to another Unix user than the student it names: not graded
+# notebook: spoof
+class MultiHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList([Head(16) for _ in range(2)])
+        self.proj = nn.Linear(n_embd, n_embd)
+
+    def forward(self, x):
+        return self.proj(torch.cat([head(x) for head in self.heads], dim=-1))

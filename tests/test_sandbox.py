@@ -1,0 +1,156 @@
+"""The grading sandbox, from inside: what learner code cannot do. Fast (a few seconds).
+
+Each test runs the same snippet with the sandbox on and off: off, the snippet succeeds, which
+shows the test can fail and that the sandbox is what stops it.
+"""
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tinygpt_course.grading.sandbox import Sandbox, SandboxUnavailable
+
+ON_OFF = [pytest.param(True, id="sandboxed"), pytest.param(False, id="unsandboxed")]
+
+
+def run(code, enabled, folder, timeout=60):
+    """Run Python `code` as grading runs learner code: in the sandbox with `folder` writable."""
+    sandbox = Sandbox(enabled=enabled)
+    argv = sandbox.wrap([sys.executable, "-c", textwrap.dedent(code)], writable=[str(folder)], chdir=str(folder))
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=folder,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+
+
+@pytest.fixture
+def course(tmp_path):
+    """A course folder with a secret, and the learner's own writable folder inside it."""
+    (tmp_path / "source").mkdir()
+    (tmp_path / "source" / "secret.txt").write_text("the solution")
+    (tmp_path / "gradebook.db").write_text("grades")
+    own = tmp_path / "autograded" / "alice" / "multihead"
+    own.mkdir(parents=True)
+    return tmp_path, own
+
+
+@pytest.mark.parametrize("enabled", ON_OFF)
+def test_cannot_read_the_course_or_root(course, enabled):
+    root, own = course
+    proc = run(f"""
+        import os
+        found = []
+        for path in ({str(root / 'source' / 'secret.txt')!r}, {str(root / 'gradebook.db')!r}, "../../../gradebook.db"):
+            try:
+                found.append(open(path).read())
+            except OSError:
+                pass
+        try:
+            found += os.listdir("/root")
+        except OSError:
+            pass
+        print(len(found))
+    """, enabled, own)
+    assert proc.returncode == 0, proc.stderr
+    readable = int(proc.stdout.split()[-1])
+    assert (readable == 0) == enabled, proc.stdout
+
+
+@pytest.mark.parametrize("enabled", ON_OFF)
+def test_cannot_write_outside_its_folder(course, enabled):
+    root, own = course
+    target = root / "source" / "planted.txt"
+    proc = run(f"""
+        open("mine.txt", "w").write("ok")          # its own folder: allowed
+        try:
+            open({str(target)!r}, "w").write("planted")
+        except OSError:
+            pass
+    """, enabled, own)
+    assert proc.returncode == 0, proc.stderr
+    assert (own / "mine.txt").read_text() == "ok"
+    assert target.exists() != enabled
+
+
+@pytest.mark.parametrize("enabled", ON_OFF)
+def test_cannot_see_other_processes(course, enabled):
+    proc = run("import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]))", enabled, course[1])
+    assert proc.returncode == 0, proc.stderr
+    seen = int(proc.stdout.split()[-1])
+    assert (seen <= 3) == enabled, seen          # bwrap's init, python, maybe nothing else
+
+
+@pytest.mark.parametrize("enabled", ON_OFF)
+def test_cannot_reach_a_port_on_the_host(course, enabled):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    try:
+        proc = run(f"""
+            import socket
+            try:
+                socket.create_connection(("127.0.0.1", {port}), timeout=3).close()
+                print("connected")
+            except OSError as exc:
+                print("refused", exc)
+        """, enabled, course[1])
+    finally:
+        server.close()
+    assert proc.returncode == 0, proc.stderr
+    assert ("connected" in proc.stdout) != enabled, proc.stdout
+
+
+def marker_processes(marker):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker in open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode():
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("enabled", ON_OFF)
+def test_nothing_outlives_the_run(course, enabled):
+    marker = f"{31400 + int(enabled)}{os.getpid()}"
+    proc = run(f"""
+        import os
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.execv("/bin/sleep", ["sleep", "{marker}"])
+            os._exit(0)
+        print("parent done")
+    """, enabled, course[1])
+    assert proc.returncode == 0, proc.stderr
+    time.sleep(0.5)
+    left = marker_processes(f"sleep {marker}")
+    for pid in left:
+        os.kill(pid, 9)
+    assert (left == []) == enabled, left
+
+
+def test_runs_as_nobody_with_the_caps(course):
+    proc = run("""
+        import os, resource
+        print(os.getuid(), resource.getrlimit(resource.RLIMIT_AS)[0], resource.getrlimit(resource.RLIMIT_CPU)[0])
+    """, True, course[1])
+    assert proc.returncode == 0, proc.stderr
+    uid, mem, cpu = map(int, proc.stdout.split())
+    sandbox = Sandbox()
+    assert uid == sandbox.uid == 65534
+    assert mem == sandbox.memory_limit_mb * 2 ** 20 and cpu == sandbox.cpu_limit_s
+
+
+def test_no_silent_fallback():
+    with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap.*c.Sandbox.enabled = False"):
+        Sandbox(bwrap="/nonexistent/bwrap").require()
+    with pytest.warns(UserWarning, match="UNSANDBOXED"):
+        Sandbox(enabled=False, bwrap="/nonexistent/bwrap").require()
