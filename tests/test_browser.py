@@ -1,6 +1,7 @@
-"""Issue #3 in a real browser: a learner opens the student lesson in JupyterLab 4 (Chromium),
-completes MultiHead, runs all, sees the printout and the live attention explorer (and not the
-static PNG twin), moves the slider, and nbgrader's Validate button reports success."""
+"""Issues #3 and #11 in a real browser (JupyterLab 4, Chromium): a learner opens the student
+lesson, completes MultiHead, runs all, sees the printout and the live attention explorer (and
+not the static PNG twin), moves the slider, and nbgrader's Validate button reports success; and
+with three typical mistakes, Run All reaches the checks and Validate names each mistake."""
 import base64
 import re
 from pathlib import Path
@@ -123,3 +124,75 @@ def test_learner_sees_and_moves_the_attention_explorer(lab, page, screenshots):
     page.screenshot(path=screenshots / "browser_validate.png")
     expect(dialog).to_contain_text("Success! Your notebook passes all the tests.")
     dialog.get_by_role("button", name="Ok").click()
+
+
+# Three typical mistakes: (catalogue answer, what the runner says, the first check that fails,
+# the words Validate's dialog must show). 13 used to crash the runner and pass Validate.
+MISTAKES = [
+    ("07_wrong_dim", "joined along the wrong dimension", "shapes", "joined along the wrong dimension"),
+    ("13_head_run_twice", "kept no attention weights", "out_is_proj", "forward ran the heads [1, 1]"),
+    ("15_relu_after", "out is proj(head 1 and head 2 side by side): False", "out_is_proj",
+     "extra ReLU after the projection"),
+]
+
+
+def catalogue_answer(stem):
+    from test_catalogue import CATALOGUE, parse
+    return parse(next(p for p in CATALOGUE if p.stem == stem))[3]
+
+
+def squashed(locator):
+    return " ".join(locator.inner_text().split())
+
+
+def test_mistakes_run_all_reaches_the_checks_and_validate_names_them(lab, page, screenshots):
+    """Issue #11 in a real browser: for each mistake, Run All shows no traceback in the runner,
+    goes on to the checks (the first failing one names the mistake in one short paragraph), and
+    Validate's dialog names the mistake and is not 'Success'."""
+    from playwright.sync_api import expect
+
+    page.goto(lab, timeout=120_000)
+    nb = page.locator(".jp-NotebookPanel:visible")
+    expect(page.locator("#jp-main-statusbar")).to_contain_text(re.compile(r"\(ipykernel\) \| Idle"),
+                                                               timeout=120_000)
+    cells = nb.locator(".jp-Notebook .jp-Cell")
+    expect(cells.filter(has_text="raise NotImplementedError()")).to_have_count(1)
+    texts = cells.all_inner_texts()
+    answer = cells.nth(next(i for i, t in enumerate(texts) if "raise NotImplementedError()" in t))
+    first_code = cells.nth(next(i for i, t in enumerate(texts) if "import torch" in t))
+    runner = nb.locator(".jp-CodeCell").filter(has_text="printout = checks.Printout(globals())")
+    checks = {gid: nb.locator(".jp-CodeCell").filter(has_text=f"checks.check('{gid}', globals())")
+              for gid in ("shapes", "weight_count", "out_is_proj", "attention_weights", "causal")}
+
+    for stem, runner_says, failing, validate_says in MISTAKES:
+        answer.locator(".cm-content").click()
+        page.keyboard.press("Control+a")
+        page.keyboard.insert_text(catalogue_answer(stem))
+        expect(answer.locator(".cm-content")).not_to_contain_text("NotImplementedError")
+        page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Edit$")).click()
+        page.locator(".lm-Menu-item", has_text="Clear Outputs of All Cells").first.click()
+        expect(runner.locator(".jp-OutputArea-output")).to_have_count(0)
+        run_all(page, first_code)
+
+        # Run All reached the first failing check, which names the mistake in one paragraph
+        failed = checks[failing].locator(".jp-OutputArea")
+        expect(failed).to_contain_text("Check failed:", timeout=180_000)
+        assert validate_says in squashed(failed), squashed(failed)
+        assert not re.search(r"Traceback|File \S+\.py|site-packages", failed.inner_text()), failed.inner_text()
+        # the runner said what went wrong, with no traceback (no error output at all)
+        assert runner_says in squashed(runner.locator(".jp-OutputArea")), squashed(runner.locator(".jp-OutputArea"))
+        expect(runner.locator("[data-mime-type='application/vnd.jupyter.stderr']")).to_have_count(0)
+        assert "Traceback" not in runner.inner_text()
+        runner.scroll_into_view_if_needed()
+        runner.screenshot(path=screenshots / f"browser_mistake_{stem}_runner.png")
+        failed.scroll_into_view_if_needed()
+        page.screenshot(path=screenshots / f"browser_mistake_{stem}_run_all.png")
+
+        nb.locator(".validate-button").click()
+        dialog = page.locator(".jp-Dialog")
+        expect(dialog).to_contain_text("Validation Results", timeout=180_000)
+        page.screenshot(path=screenshots / f"browser_mistake_{stem}_validate.png")
+        assert validate_says in squashed(dialog), squashed(dialog)
+        expect(dialog).not_to_contain_text("Success")
+        dialog.get_by_role("button", name="Ok").click()
+        expect(dialog).to_have_count(0)
