@@ -198,3 +198,14 @@ def test_printout_data_is_the_documented_block():
     assert list(notebook.documented("multihead")) == notebook.documented_in(
         REPO / "source" / "multihead" / "multihead.ipynb"), (
         "run `python -m tinygpt_course.checks.notebook multihead` and commit printout.txt")
+
+
+def test_a_step_that_fails_never_prints_an_old_value():
+    """Run All again in the same kernel: a value from the last run is not printed as new."""
+    ns = lesson_namespace(answer_of("07_wrong_dim"))
+    ns["In"] = ["", cell("runner").source]                   # IPython: the running cell is In[-1]
+    run_cell("runner", ns)
+    exec(answer_of("13_head_run_twice"), ns)
+    printed = run_cell("runner", ns)
+    assert "kept no attention weights" in printed and "head 1 at position 7 takes" not in printed, printed
+    assert "printout" in ns and "weights" not in ns

@@ -16,6 +16,7 @@ Grading does not use any of this as evidence: it re-runs the answer in a sandbox
 its own. Nothing here computes a lesson's answer: expected values are stored data.
 """
 import argparse
+import ast
 import contextlib
 import functools
 import importlib
@@ -171,6 +172,37 @@ def printout_problem(lesson, check_id, ns, free=()):
     return None
 
 
+def assigned_names(source):
+    """The names a cell's code assigns at its top level (not inside functions, lambdas or
+    comprehensions, which have scopes of their own)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names = set()
+
+    class Visitor(ast.NodeVisitor):
+        def visit_Name(self, node):
+            if isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+
+        def own_scope(self, node):
+            pass
+        visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = own_scope
+        visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = own_scope
+    Visitor().visit(tree)
+    return names
+
+
+def forget_previous_run(notebook_globals):
+    """Delete what the running cell (IPython's last input) assigned in an earlier run: a step that
+    fails now must not leave an old value for a later step to print as if it were new."""
+    cell = (notebook_globals.get("In") or [""])[-1]
+    if isinstance(cell, str) and "Printout(" in cell:
+        for name in assigned_names(cell):
+            notebook_globals.pop(name, None)
+
+
 class _Tee(io.TextIOBase):
     """Writes through to the cell's output and keeps a copy."""
 
@@ -200,6 +232,7 @@ class Printout:
         self.said = []         # diagnoses printed so far
         self.out_of_time = False
         _latest[lesson.name] = self
+        forget_previous_run(ns)
 
     def made_with(self, ns):
         return all(self.objects.get(k) is v for k, v in ns.items() if k in self.objects)
