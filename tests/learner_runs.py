@@ -127,17 +127,31 @@ def literal(path, name):
     raise KeyError(f"{path} assigns no {name}")
 
 
+def wrong_and_right(path):
+    """WRONG and RIGHT of tests/test_lessons_head_block.py: imported, or read as literals where the
+    module cannot be imported (an older checkout)."""
+    try:
+        sys.path.insert(0, str(Path(path).parent))
+        spec = importlib.util.spec_from_file_location("lessons_head_block", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.WRONG, module.RIGHT
+    except ImportError:
+        return literal(path, "WRONG"), literal(path, "RIGHT")
+
+
 def head_block_mistakes(repo, lesson):
     """head/block: (name, answer) of every distinct wrong answer in tests/test_lessons_head_block.py,
     and the right ones (the solution, and RIGHT's answers in other words)."""
     path = Path(repo) / "tests" / "test_lessons_head_block.py"
     base = solution(repo, lesson)
     seen, wrong = set(), []
-    for les, what, old, new, *_ in literal(path, "WRONG"):
+    all_wrong, all_right = wrong_and_right(path)
+    for les, what, old, new, *_ in all_wrong:
         if les == lesson and (old, new) not in seen and base.count(old) == 1:
             seen.add((old, new))
             wrong.append((what, base.replace(old, new)))
-    right = [("reference", base)] + [(what, base.replace(old, new)) for les, what, old, new in literal(path, "RIGHT")
+    right = [("reference", base)] + [(what, base.replace(old, new)) for les, what, old, new in all_right
                                       if les == lesson and base.count(old) == 1]
     return right, wrong
 
