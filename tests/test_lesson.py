@@ -107,3 +107,16 @@ def test_reference_full_marks_blank_zero_feedback_html(course):
     nbgrader(course, "generate_feedback", "multihead", "--force")
     page = (course / "feedback" / "blank" / "multihead" / "multihead.html").read_text()
     assert "<html" in page and "still unanswered" in page
+
+
+def test_claims_across_lessons_hold():
+    """head: 'They are also head 1's numbers in the next lesson: the same seed gives the same
+    first head.' block: 'weights to learn: 4128 in the attention (last lesson's count)'."""
+    from tinygpt_course.checks import notebook
+    head, multihead, block = (notebook.documented(lesson) for lesson in ("head", "multihead", "block"))
+    takes = lambda lines, start: next(ln.split(" takes ")[1] for ln in lines if ln.startswith(start))  # noqa: E731
+    assert takes(head, "position 7 takes") == takes(multihead, "head 1 at position 7 takes")
+    head_md = nbformat.read(REPO / "source" / "head" / "head.ipynb", 4)
+    assert any("head 1's numbers in the next lesson" in " ".join(c.source.split()) for c in head_md.cells)
+    count = next(ln for ln in multihead if ln.startswith("weights to learn:")).split(": ")[1]
+    assert f"| attention {count} |" in next(ln for ln in block if ln.startswith("weights to learn:"))
