@@ -33,6 +33,21 @@ def build(cls, describe, rec, what, *args):
     return m
 
 
+def run_fixed(cls, describe, loadable, load_fixed_weights, seed, measure, *args):
+    """The skeleton of every lesson's extract: with torch's random state forked, build the
+    learner's object (cls(*args)), record its structure, and when the fixed weights fit, load
+    those drawn from `seed` and let `measure(m, rec)` run it. Returns the record."""
+    import torch
+    rec = {}
+    with torch.random.fork_rng(), torch.no_grad():
+        torch.manual_seed(int(seed))  # the learner's own draws are overwritten anyway
+        m = build(cls, describe, rec, cls.__name__ if hasattr(cls, "__name__") else "class", *args)
+        if m is not None and loadable(rec["structure"]):
+            load_fixed_weights(m, seed)
+            measure(m, rec)
+    return rec
+
+
 def forward_record(m, x, rec, prefix, hooks=()):
     """Run m(x) with `hooks` in place and remove them after. Records rec[prefix + 'out'], or
     rec[prefix + 'error'] and rec[prefix + 'exception'] (the type name) when it fails."""

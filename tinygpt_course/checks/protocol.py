@@ -67,6 +67,22 @@ class Lesson:
     name = ""
     checks = {}          # check id (== grade_id of its test cell) -> the printout lines it covers
     default_seed = 2024  # the fixed weights of the in-notebook checks; grading draws its own
+    task_class = ""      # the class the learner completes, as messages name it: "MultiHead"
+    build_args = ""      # how the lesson builds it: "16" for Head(16)
+
+    @property
+    def unanswered(self):
+        return (f"{self.task_class} is still unanswered: replace the `raise NotImplementedError()` lines "
+                "in __init__ and forward with your code (the hint is above the answer cell).")
+
+    def build_problem(self, rec):
+        """The failed Verdict when the learner's object could not be built, else None."""
+        if not rec.get("init_error"):
+            return None
+        if rec.get("init_exception") == "NotImplementedError":
+            return Verdict.fail(Kind.UNANSWERED, self.unanswered)
+        return Verdict.fail(Kind.BUILD_ERROR,
+                            f"{self.task_class}({self.build_args}) failed: {rec['init_error']}")
 
     @property
     def extract_module(self):

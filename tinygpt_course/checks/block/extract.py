@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ...config import SIZES
-from ..common import build, changed_last_letter, forward_record
+from ..common import changed_last_letter, forward_record, run_fixed
 from ..multihead.extract import weight_spec as attention_spec
 from ..weights import canonical_state
 
@@ -80,18 +80,14 @@ def _run(m, x, rec, prefix):
 
 def extract(ns, seed):
     """Run ns['Block'] under fixed weights on ns['xb']; return the raw record."""
-    Block, embed, xb = ns["Block"], ns["embed"], ns["xb"]
-    rec = {}
-    with torch.random.fork_rng(), torch.no_grad():
-        torch.manual_seed(int(seed))  # the learner's own draws are overwritten anyway
-        m = build(Block, describe, rec, "Block")
-        if m is None or not loadable(rec["structure"]):
-            return rec
-        load_fixed_weights(m, seed)
+    embed, xb = ns["embed"], ns["xb"]
+
+    def measure(m, rec):
         rec["norms"] = {f"{ln}.{p}": m.get_parameter(f"{ln}.{p}").detach().clone()
                         for ln in NORMS for p in ("weight", "bias")}
         x = embed(xb)
         rec["x"] = x.detach().clone()
         _run(m, x, rec, "")
         _run(m, embed(changed_last_letter(xb)), rec, "changed_")
-    return rec
+
+    return run_fixed(ns["Block"], describe, loadable, load_fixed_weights, seed, measure)

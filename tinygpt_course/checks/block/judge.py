@@ -17,8 +17,6 @@ ATOL = 1e-5
 T, C, H, LAST = SIZES.block_size, SIZES.n_embd, SIZES.ffwd_hidden, SIZES.last
 PARTS = ("sa", "ffwd", "ln1", "ln2")
 
-UNANSWERED = ("Block is still unanswered: replace the `raise NotImplementedError()` lines in "
-              "__init__ and forward with your code (the hint is above the answer cell).")
 FFWD = f"nn.Sequential(nn.Linear({C}, {H}), nn.ReLU(), nn.Linear({H}, {C}))"
 
 
@@ -91,7 +89,7 @@ def forward_problem(rec, ref, prefix=""):
     err, exc = rec.get(prefix + "error"), rec.get(prefix + "exception")
     if err:
         if exc == "NotImplementedError":
-            return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
+            return Verdict.fail(Kind.UNANSWERED, LESSON.unanswered)
         return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {err}")
     out, want = rec.get(prefix + "out"), shape_of(ref[prefix + "out"])
     if shape_of(out) != want:
@@ -161,6 +159,7 @@ def residual_problem(rec, ref):
 
 class BlockLesson(Lesson):
     name = "block"
+    task_class, build_args = "Block", ""
     checks = {
         "shapes": "h / out",
         "weight_count": "weights to learn",
@@ -170,10 +169,9 @@ class BlockLesson(Lesson):
     }
 
     def judge(self, check_id, rec, ref):
-        if rec.get("init_error"):
-            if rec.get("init_exception") == "NotImplementedError":
-                return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
-            return Verdict.fail(Kind.BUILD_ERROR, f"Block() failed: {rec['init_error']}")
+        problem = self.build_problem(rec)
+        if problem:
+            return problem
         problem = structure_problem(rec["structure"], ref["structure"])
         if problem:
             return problem

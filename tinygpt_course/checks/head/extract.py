@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ...config import SIZES
-from ..common import build, changed_last_letter, forward_record
+from ..common import changed_last_letter, forward_record, run_fixed
 from ..weights import canonical_state
 
 PARTS = ("key", "query", "value")     # the task's order, which is also the order of the draws
@@ -68,14 +68,10 @@ def _run(m, x, rec, prefix):
 
 def extract(ns, seed):
     """Run ns['Head'] under fixed weights on ns['xb']; return the raw record."""
-    Head, embed, xb = ns["Head"], ns["embed"], ns["xb"]
-    rec = {}
-    with torch.random.fork_rng(), torch.no_grad():
-        torch.manual_seed(int(seed))  # the learner's own draws are overwritten anyway
-        m = build(Head, describe, rec, "Head", SIZES.head_size)
-        if m is None or not loadable(rec["structure"]):
-            return rec
-        load_fixed_weights(m, seed)
+    embed, xb = ns["embed"], ns["xb"]
+
+    def measure(m, rec):
         _run(m, embed(xb), rec, "")
         _run(m, embed(changed_last_letter(xb)), rec, "changed_")
-    return rec
+
+    return run_fixed(ns["Head"], describe, loadable, load_fixed_weights, seed, measure, SIZES.head_size)

@@ -18,8 +18,6 @@ ATOL = 1e-5
 B, T, C, HS, LAST = SIZES.batch_size, SIZES.block_size, SIZES.n_embd, SIZES.head_size, SIZES.last
 PARTS = ("key", "query", "value")
 
-UNANSWERED = ("Head is still unanswered: replace the `raise NotImplementedError()` lines in "
-              "__init__ and forward with your code (the hint is above the answer cell).")
 
 
 def n_params(structure):
@@ -72,7 +70,7 @@ def weights_problem(rec, ref, prefix=""):
     err, exc = rec.get(prefix + "error"), rec.get(prefix + "exception")
     if err:
         if exc == "NotImplementedError":
-            return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
+            return Verdict.fail(Kind.UNANSWERED, LESSON.unanswered)
         return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {err}")
     w, want = rec.get(prefix + "weights"), shape_of(ref[prefix + "weights"])
     if not torch.is_tensor(w):
@@ -158,6 +156,7 @@ def near_misses(ref):
 
 class HeadLesson(Lesson):
     name = "head"
+    task_class, build_args = "Head", str(HS)
     checks = {
         "shapes": "out / weights",
         "weight_count": "weights to learn / buffers",
@@ -168,10 +167,9 @@ class HeadLesson(Lesson):
     }
 
     def judge(self, check_id, rec, ref):
-        if rec.get("init_error"):
-            if rec.get("init_exception") == "NotImplementedError":
-                return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
-            return Verdict.fail(Kind.BUILD_ERROR, f"Head({HS}) failed: {rec['init_error']}")
+        problem = self.build_problem(rec)
+        if problem:
+            return problem
         problem = structure_problem(rec["structure"], ref["structure"])
         if check_id == "weight_count":
             return problem or Verdict.ok(

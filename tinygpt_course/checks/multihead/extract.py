@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ...config import SIZES
-from ..common import build, changed_last_letter, forward_record
+from ..common import changed_last_letter, forward_record, run_fixed
 from ..weights import canonical_state
 
 
@@ -30,13 +30,14 @@ def describe(m):
     heads, proj = getattr(m, "heads", None), getattr(m, "proj", None)
     s = {"heads_type": None if heads is None else type(heads).__name__,
          "params": [[name, list(p.shape)] for name, p in m.named_parameters()],
-         "head_types": None, "head_ids": None, "head_key_sizes": None,
+         "head_types": None, "head_first_index": None, "head_key_sizes": None,
          "proj_type": None if proj is None else type(proj).__name__,
          "proj_features": None, "proj_has_bias": None}
     if heads is not None and hasattr(heads, "__len__") and hasattr(heads, "__iter__"):
         items = list(heads)
         s["head_types"] = [type(x).__name__ for x in items]
-        s["head_ids"] = [id(x) for x in items]
+        ids = [id(x) for x in items]
+        s["head_first_index"] = [ids.index(i) for i in ids]   # the same object twice shows
         s["head_key_sizes"] = [getattr(getattr(x, "key", None), "out_features", None) for x in items]
     if isinstance(proj, nn.Linear):
         s["proj_features"] = [proj.in_features, proj.out_features]
@@ -78,17 +79,13 @@ def _run(m, x, rec, prefix):
 
 def extract(ns, seed):
     """Run ns['MultiHead'] under fixed weights on ns['xb']; return the raw record."""
-    MultiHead, embed, xb = ns["MultiHead"], ns["embed"], ns["xb"]
-    rec = {}
-    with torch.random.fork_rng(), torch.no_grad():
-        torch.manual_seed(int(seed))  # the learner's own draws are overwritten anyway
-        m = build(MultiHead, describe, rec, "MultiHead")
-        if m is None or not loadable(rec["structure"]):
-            return rec
-        load_fixed_weights(m, seed)
+    embed, xb = ns["embed"], ns["xb"]
+
+    def measure(m, rec):
         _run(m, embed(xb), rec, "")
         rec["head_weights"] = [head.weights[0].detach().clone()
                                if torch.is_tensor(getattr(head, "weights", None)) else None
                                for head in m.heads]
         _run(m, embed(changed_last_letter(xb)), rec, "changed_")
-    return rec
+
+    return run_fixed(ns["MultiHead"], describe, loadable, load_fixed_weights, seed, measure)

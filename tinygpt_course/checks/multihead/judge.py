@@ -15,8 +15,6 @@ ATOL = 1e-5
 B, T, C, HS, NH = SIZES.batch_size, SIZES.block_size, SIZES.n_embd, SIZES.head_size, SIZES.n_heads
 LAST = SIZES.last
 
-UNANSWERED = ("MultiHead is still unanswered: replace the `raise NotImplementedError()` lines "
-              "in __init__ and forward with your code (the hint is above the answer cell).")
 ACTIVATIONS = (("ReLU", F.relu), ("tanh", torch.tanh), ("GELU", F.gelu))
 
 
@@ -46,7 +44,7 @@ def structure_problem(s, ref_s, for_count=False):
         return fail(f"self.heads holds {len(types)} heads; the lesson uses {NH} Head({HS}).")
     if set(types) != {"Head"}:
         return fail(f"self.heads should hold Head objects (the class from the cell above): Head({HS}).")
-    if len(set(s["head_ids"])) != NH:
+    if len(set(s["head_first_index"])) != NH:
         return fail(f"self.heads holds one Head object twice (as `[Head({HS})] * {NH}` or `[head, head]` "
                     "do): both entries are the same head with the same weights. Create each head "
                     "separately, for example with a loop or a comprehension.")
@@ -70,7 +68,7 @@ def forward_problem(rec, ref, prefix=""):
     proj_in = rec.get(prefix + "proj_in") or []
     calls = rec.get(prefix + "head_calls") or []
     if err and exc == "NotImplementedError":
-        return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
+        return Verdict.fail(Kind.UNANSWERED, LESSON.unanswered)
     if proj_in and proj_in[0].shape[-1] != C:
         shape = list(proj_in[0].shape)
         if shape == [B, T, HS]:
@@ -120,6 +118,7 @@ def forward_problem(rec, ref, prefix=""):
 
 class MultiHeadLesson(Lesson):
     name = "multihead"
+    task_class, build_args = "MultiHead", ""
     checks = {
         "shapes": "h / out / each head gives",
         "weight_count": "weights to learn",
@@ -129,10 +128,9 @@ class MultiHeadLesson(Lesson):
     }
 
     def judge(self, check_id, rec, ref):
-        if rec.get("init_error"):
-            if rec.get("init_exception") == "NotImplementedError":
-                return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
-            return Verdict.fail(Kind.BUILD_ERROR, f"MultiHead() failed: {rec['init_error']}")
+        problem = self.build_problem(rec)
+        if problem:
+            return problem
         s = rec["structure"]
         if check_id == "weight_count":
             return self._weight_count(s, ref["structure"])
