@@ -64,8 +64,9 @@ class OutOfTime(Exception):
 
 @contextlib.contextmanager
 def time_limit(seconds):
-    """Interrupt the block after `seconds` with OutOfTime (main thread only, else no limit)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+    """Interrupt the block after `seconds` with OutOfTime (None, or not the main thread: no limit)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread() \
+            or not hasattr(signal, "setitimer"):
         yield
         return
 
@@ -248,8 +249,12 @@ class Printout:
             if cid not in self.lesson.checks:
                 raise KeyError(f"unknown check {cid!r}; {self.lesson.name} has {list(self.lesson.checks)}")
         tee = _Tee(sys.stdout)
+        # a step of the printout is milliseconds of work: past STEP_SECONDS it is a loop that
+        # never ends. A plot may take seconds on a busy machine: no limit, unless a step already
+        # ran out of time (then it would only run the same loop again)
+        limit = 2 if self.out_of_time else None if what else STEP_SECONDS
         try:
-            with contextlib.redirect_stdout(tee), time_limit(2 if self.out_of_time else STEP_SECONDS):
+            with contextlib.redirect_stdout(tee), time_limit(limit):
                 yield self
         except Exception as exc:   # the learner's code failed here: say why, and go on
             printed = self._record(tee, () if what else check_ids)
@@ -264,9 +269,10 @@ class Printout:
 
     def _fail(self, check_ids, exc, what, printed):
         if isinstance(exc, OutOfTime):
-            self.out_of_time = True
             message = slow()
-            _too_slow.append((self.lesson.name, tuple(self.objects[n] for n in self.names)))
+            if not self.out_of_time:   # first time: remember it, so the checks do not run it again
+                self.out_of_time = True
+                _too_slow.append((self.lesson.name, tuple(self.objects[n] for n in self.names)))
         else:
             message = self.diagnosis(check_ids, exc)
         if not what:
