@@ -93,6 +93,15 @@ def install_gradebook_lock():
                 _release()
 
     gb.__init__, gb.close, gb._tinygpt_locked = __init__, close, True
+    gb._tinygpt_original = orig_init, orig_close
+
+
+def uninstall_gradebook_lock():
+    """Undo install_gradebook_lock (for tests that compare with and without it)."""
+    gb = api.Gradebook
+    if getattr(gb, "_tinygpt_locked", False):
+        gb.__init__, gb.close = gb._tinygpt_original
+        gb._tinygpt_locked = False
 
 
 def lock_wait_seconds():
