@@ -96,14 +96,11 @@ class GPTLesson(Lesson):
         "generate": "untrained, it writes / longest context",
     }
 
+    task_class = "GPT"
+    unanswered = UNANSWERED   # three methods to complete, not two
+
     def judge(self, check_id, rec, ref):
-        if rec.get("init_error"):
-            if rec.get("init_exception") == "NotImplementedError":
-                return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
-            return Verdict.fail(Kind.BUILD_ERROR, f"GPT() failed: {rec['init_error']}")
-        if rec.get("load_error"):
-            return Verdict.fail(Kind.BUILD_ERROR, f"the fixed weights could not be loaded: {rec['load_error']}")
-        return getattr(self, "_" + check_id)(rec, ref)
+        return self.build_problem(rec) or getattr(self, "_" + check_id)(rec, ref)
 
     def _shapes(self, rec, ref):
         problem = run_problem(rec)
