@@ -154,3 +154,15 @@ def test_no_silent_fallback():
         Sandbox(bwrap="/nonexistent/bwrap").require()
     with pytest.warns(UserWarning, match="UNSANDBOXED"):
         Sandbox(enabled=False, bwrap="/nonexistent/bwrap").require()
+
+
+def test_read_only_paths_under_tmp_stay_visible(tmp_path, course):
+    """A venv or extra folder under /tmp must survive the sandbox's private /tmp."""
+    extra = tmp_path / "venv-like"
+    extra.mkdir()
+    (extra / "lib.txt").write_text("library")
+    sandbox = Sandbox(read_only_paths=[str(extra)])
+    argv = sandbox.wrap([sys.executable, "-c", f"print(open({str(extra / 'lib.txt')!r}).read())"],
+                        writable=[str(course[1])], chdir=str(course[1]))
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "library", proc.stderr

@@ -121,10 +121,11 @@ class Sandbox(LoggingConfigurable):
                                "--unshare-all", "--die-with-parent", "--new-session",
                                "--uid", str(self.uid), "--gid", str(self.uid),
                                "--cap-drop", "ALL", "--hostname", "sandbox"]
+        # the private /tmp first: what is bound after it (a venv or a course under /tmp) stays
+        cmd += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
         cmd += _system_binds()
         for path in python_paths() + list(self.read_only_paths):
             cmd += ["--ro-bind", path, path]
-        cmd += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
         for path in writable:
             cmd += ["--bind", path, path]
         for path in hidden:
