@@ -193,7 +193,8 @@ def test_classroom_on_jupyterhub():
     from playwright.sync_api import sync_playwright
 
     grade_id, right, wrong = _answers()
-    base = Path(tempfile.mkdtemp(prefix="tinygpt-hub-"))
+    # not under /tmp: the grading sandbox mounts its own /tmp, which would hide a venv made there
+    base = Path(tempfile.mkdtemp(prefix="tinygpt-hub-", dir="/var/tmp"))
     base.chmod(0o755)                  # hub users read the venv and the role config below it
     artifacts = REPO / "tests" / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
@@ -310,6 +311,10 @@ def test_classroom_on_jupyterhub():
             "a student's server should keep JupyterHub's frame-ancestors 'none'"
         out = _terminal(s1, hub, STUDENT1, "command -v nbgrader")
         assert f"{venv}/bin/nbgrader" in out, f"student 1's terminal does not find the course's nbgrader:\n{out}"
+        # why terminals are not login shells: with the same environment, a login shell loses the venv
+        if re.search(r"^\s*PATH=", Path("/etc/profile").read_text(), re.M):     # Debian's does
+            r = hh.run_as(STUDENT1, ["bash", "-l", "-c", "command -v nbgrader || echo not-found"], env1, check=False)
+            assert "not-found" in r.stdout, f"a login shell kept the course's PATH here: {r.stdout}"
         cap = MEMORY_MB * 2 ** 20
         (server1,) = _pids(STUDENT1, "jupyterhub-singleuser")
         assert _limits(server1) == cap, f"student 1's server has RLIMIT_DATA {_limits(server1)}, not {cap}"
