@@ -105,6 +105,11 @@ def _prepare_exchange():
                            log=lambda msg: print(f"[tinygpt hub] {msg}", file=sys.stderr))
 
 
+if os.path.realpath(VENV).startswith("/tmp/"):
+    print(f"[tinygpt hub] warning: the course venv {VENV} is under /tmp: the grading sandbox mounts its "
+          "own /tmp and will not find its Python; put the venv elsewhere (/opt/tinygpt-course/venv)",
+          file=sys.stderr)
+
 if os.geteuid() == 0:  # the real hub; `jupyterhub --generate-config`-style dry reads skip this
     _prepare_state()
     _prepare_exchange()

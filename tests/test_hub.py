@@ -183,6 +183,11 @@ def _pids(user, needle):
     return out
 
 
+def _disabled_extensions(page):
+    """The lab extensions JupyterLab's page config switches off for this user."""
+    return page.evaluate("JSON.parse(document.getElementById('jupyter-config-data').textContent).disabledExtensions")
+
+
 def _mode(path):
     return os.lstat(path).st_mode & 0o7777
 
@@ -304,6 +309,10 @@ def test_classroom_on_jupyterhub():
         assert "nbgrader:open-assignment-list" in cmds, f"student 1 has no Assignment List: {cmds}"
         assert "nbgrader:open-formgrader" not in cmds, f"student 1 has the formgrader in the menu: {cmds}"
         assert "nbgrader:open-course-list" not in cmds, f"student 1 has the course list in the menu: {cmds}"
+        teacher_lab = {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:course-list",
+                       "@jupyter/nbgrader:create-assignment"}
+        assert teacher_lab <= set(_disabled_extensions(s1)), "student 1's JupyterLab has nbgrader's teacher extensions"
+        assert not teacher_lab & set(_disabled_extensions(tp)), "the teacher's JupyterLab lacks nbgrader's teacher extensions"
         r = s1.request.get(f"{hub.url}/user/{STUDENT1}/formgrader", max_redirects=0)
         assert r.status in (403, 404), f"a student's /formgrader answered {r.status}"
         r = s1.request.get(f"{hub.url}/user/{STUDENT1}/lab")
