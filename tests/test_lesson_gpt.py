@@ -124,7 +124,7 @@ def test_training_narrative_matches_the_training_cell(run):
     assert f"Each step takes {rec['train']['batch_size']} random" in text
     assert f"Every {rec['train']['eval_every']} steps" in text
     assert "STEPS = 6000" in code and "6000 steps take under a minute" in text
-    assert "STEPS = 20 " in code and "runs only 20\nsteps" in text
+    assert "STEPS = 0 " in code and "does not\ntrain, 0 steps" in text
     assert "(after the full 6000 steps)" in cell(nb, "names_md").source
 
 
