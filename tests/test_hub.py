@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -181,6 +182,18 @@ def _pids(user, needle):
         except FileNotFoundError:
             pass
     return out
+
+
+def _learner_pss(user):
+    """The PSS of all of user's processes (server, kernels, terminals), MiB."""
+    total = 0
+    for pid in hh.pids_of_uid(pwd.getpwnam(user).pw_uid):
+        try:
+            m = re.search(r"^Pss:\s+(\d+) kB", Path(f"/proc/{pid}/smaps_rollup").read_text(), re.M)
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        total += int(m.group(1)) if m else 0
+    return total / 1024
 
 
 def _disabled_extensions(page):
@@ -369,9 +382,38 @@ def test_classroom_on_jupyterhub():
         assert saved_answer == right.strip(), "the saved answer cell is not the reference answer"
         _shot(s1, "3-student-answered")
 
+        # the whole lesson in the learner's own (capped) kernel: Run > Run All Cells
+        s1.locator("#jp-menu-panel div.lm-MenuBar-itemLabel", has_text="Run").first.click()
+        s1.locator('li[data-command="runmenu:run-all"], li[data-command="notebook:run-all-cells"]').first.click()
+        prompts = s1.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt")
+        deadline = time.time() + 240
+        while time.time() < deadline:
+            texts = prompts.all_inner_texts()
+            if texts and not any("*" in t for t in texts) and re.search(r"\d", texts[-1]):
+                break
+            s1.wait_for_timeout(1000)
+        errors = s1.locator(".jp-Notebook .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        assert re.search(r"\d", prompts.all_inner_texts()[-1]), "Run All did not reach the last cell"
+        s1.wait_for_timeout(2000)
+        steady = _learner_pss(STUDENT1)
+
+        peak, sampling = [0.0], [True]
+
+        def sample():
+            while sampling[0]:
+                peak[0] = max(peak[0], _learner_pss(STUDENT1))
+                time.sleep(0.2)
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         s1.locator(".jp-NotebookPanel-toolbar").get_by_text("Validate", exact=True).click()
         dialog = s1.locator(".jp-Dialog")
-        dialog.wait_for(timeout=240_000)
+        try:
+            dialog.wait_for(timeout=240_000)
+        finally:
+            sampling[0] = False
+            sampler.join()
+        print(f"hub learner memory (all of {STUDENT1}'s processes, PSS): after the whole lesson {steady:.0f} MiB, "
+              f"peak during Validate {peak[0]:.0f} MiB ({errors.count()} stderr outputs in the lesson)")
         s1.wait_for_timeout(500)
         _shot(s1, "4-student-validated")
         dialog_text = dialog.inner_text()
