@@ -1,5 +1,6 @@
 """What a learner sees, run for real: a lesson's release notebook with an answer typed in, run
-top to bottom (JupyterLab's Run All) and through `nbgrader validate` (the Validate button).
+through nbgrader's Validate (what the Validate button runs), which executes every cell in order:
+the first cell that raised is where JupyterLab's Run All stops.
 
 Used by tests/test_validate.py, and as a script that counts, for a checkout of the course, the
 catalogue mistakes that get an honest Validate verdict and no raw traceback in the runner:
@@ -20,7 +21,6 @@ import tempfile
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
@@ -55,41 +55,56 @@ def solution(repo, lesson):
 
 
 def validate(repo, nb, folder, timeout=30):
-    """`nbgrader validate` of nb saved in folder (a learner's folder: no course config)."""
+    """nbgrader's Validate on nb, saved in folder (a learner's folder: no course config), as the
+    Validate button runs it: nbgrader's Validator in one process (here a fresh one, with `repo`'s
+    tinygpt_course). Returns (the report `nbgrader validate` prints, the notebook as Validate
+    executed it). nb.metadata['stopped_at'] is the grade_id of the first cell that raised: where
+    JupyterLab's Run All, which runs the same cells in the same order, stops (None: nowhere)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "lesson.ipynb"
     nbformat.write(nb, path)
-    proc = subprocess.run([str(BIN / "nbgrader"), "validate", str(path), f"--Execute.timeout={timeout}"],
-                          cwd=folder, env=run_env(repo), capture_output=True, text=True, timeout=900)
-    # what the Validate dialog shows is the report on stdout; nbgrader's log (stderr) only
-    # matters when validate itself failed (a dead kernel)
-    return proc.stdout if proc.returncode == 0 else proc.stdout + proc.stderr
+    subprocess.run([sys.executable, __file__, "--validate-one", str(path), "--timeout", str(timeout)],
+                   cwd=folder, env=run_env(repo), capture_output=True, text=True, timeout=1800)
+    executed = nbformat.read(str(path) + ".executed.ipynb", as_version=4)
+    executed.metadata["stopped_at"] = stopped_at(executed)
+    return Path(str(path) + ".report.txt").read_text(), executed
 
 
-def run_all(repo, nb, folder, timeout=30):
-    """The notebook after JupyterLab's Run All, which stops at the first cell that raises:
-    nb.metadata['stopped_at'] is that cell's grade_id (None when every cell ran)."""
-    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = run_env(repo)["PYTHONPATH"]
-    nb.metadata["stopped_at"] = None
-    started = []
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(folder)}},
-                            on_cell_execute=lambda cell, cell_index: started.append(grade_id(cell)))
+def stopped_at(nb):
+    """The grade_id of the first code cell that raised, or of the last one that started before
+    the kernel died (the cells after it never ran)."""
+    started = None
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        if cell.get("execution_count") is None:
+            return grade_id(started or cell)
+        if any(o.output_type == "error" for o in cell.outputs):
+            return grade_id(cell)
+        started = cell
+    return None
+
+
+def _validate_one(path, timeout):
+    """In a fresh process: Validator.validate_and_print on path, keeping what it executed."""
+    import io
+    from traitlets.config import Config
+    from nbgrader.validator import Validator
+
+    class Keeping(Validator):
+        def _preprocess(self, nb):
+            self.executed = nb            # the preprocessors work on it in place: kept even if one fails
+            return super()._preprocess(nb)
+    validator = Keeping(config=Config({"Execute": {"timeout": timeout}}))
+    validator.stream = io.StringIO()
+    validator.executed = None
     try:
-        client.execute()
-    except Exception as exc:   # a cell raised, timed out or killed the kernel: what ran stays in nb
-        nb.metadata["stopped_at"] = started[-1] if started else type(exc).__name__
-    finally:
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
-    return nb
+        validator.validate_and_print(path)
+    except Exception as exc:             # what the Validate dialog shows then: nbgrader's error
+        validator.stream.write(f"nbgrader validate failed: {type(exc).__name__}: {exc}\n")
+    Path(path + ".report.txt").write_text(validator.stream.getvalue())
+    nbformat.write(validator.executed or nbformat.read(path, as_version=4), path + ".executed.ipynb")
 
 
 def errors(nb, gid):
@@ -140,6 +155,15 @@ def wrong_and_right(path):
         return literal(path, "WRONG"), literal(path, "RIGHT")
 
 
+def head_block_diagnoses(repo, lesson):
+    """{wrong answer's name: the words its failing check must say} for head/block."""
+    found = {}
+    for les, what, *_, diagnosis in wrong_and_right(Path(repo) / "tests" / "test_lessons_head_block.py")[0]:
+        if les == lesson:
+            found.setdefault(what, diagnosis)
+    return found
+
+
 def head_block_mistakes(repo, lesson):
     """head/block: (name, answer) of every distinct wrong answer in tests/test_lessons_head_block.py,
     and the right ones (the solution, and RIGHT's answers in other words)."""
@@ -159,9 +183,7 @@ def head_block_mistakes(repo, lesson):
 def measure(repo, lesson, answers, work):
     rows = []
     for name, answer in answers:
-        nb = learner_notebook(repo, lesson, answer)
-        out = validate(repo, nb, Path(work) / lesson / name)
-        ran = run_all(repo, nb, Path(work) / lesson / name)
+        out, ran = validate(repo, learner_notebook(repo, lesson, answer), Path(work) / lesson / name)
         runner_errors = errors(ran, "runner")
         rows.append({"name": name, "success": SUCCESS in out, "runner_traceback": bool(runner_errors),
                      "stopped_at": ran.metadata.get("stopped_at"), "validate": out})
@@ -173,10 +195,14 @@ def measure(repo, lesson, answers, work):
 
 def main(argv=None):
     p = argparse.ArgumentParser()
+    p.add_argument("--validate-one", help=argparse.SUPPRESS)
+    p.add_argument("--timeout", type=int, default=30, help=argparse.SUPPRESS)
     p.add_argument("--repo", default=str(HERE.parent))
     p.add_argument("--out", default=None, help="write the rows as JSON here")
     p.add_argument("lessons", nargs="*", default=["multihead", "head", "block"])
     args = p.parse_args(argv)
+    if args.validate_one:
+        return _validate_one(args.validate_one, args.timeout)
     report = {}
     with tempfile.TemporaryDirectory() as work:
         for lesson in args.lessons:

@@ -1,14 +1,14 @@
-"""What the learner sees, for real: each catalogue answer typed into the released lesson, run
-with JupyterLab's Run All semantics (stop at the first cell that raises) and through the real
-`nbgrader validate` (what the Validate button runs). Every lesson with a runner: multihead's
-catalogue (tests/catalogue/), head's and block's wrong and right answers
-(tests/test_lessons_head_block.py).
+"""What the learner sees, for real: each answer typed into the released lesson and run through
+nbgrader's Validator, as the Validate button runs it (every cell in order; the first cell that
+raised is where JupyterLab's Run All stops: tests/test_browser.py runs Run All itself in
+Chromium). Every lesson with a runner: multihead's catalogue (tests/catalogue/), head's and
+block's wrong and right answers (tests/test_lessons_head_block.py).
 
 For every mistake: Validate does not say "Success" and names the mistake; the runner cell shows
 no traceback; Run All reaches the checks (unless the learner's own cell stops it: a syntax
-error, a kernel that dies). For every right answer: "Success", and a runner without a single
-failing step. Slow (two notebook runs per answer): the answers run two at a time, and only
-those of the selected tests.
+error, a kernel that dies, a loop at its top level). For every right answer: "Success", and a
+runner without a single failing step. Slow (a notebook run per answer): the answers run two at
+a time, and only those of the selected tests.
 """
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,7 +16,7 @@ import pytest
 
 from conftest import REPO
 from learner_runs import (SUCCESS, catalogue_mistakes, errors, head_block_diagnoses, head_block_mistakes,
-                          learner_notebook, run_all, text, validate)
+                          learner_notebook, text, validate)
 from tinygpt_course.checks.protocol import load_lesson
 
 # what Validate must say for each multihead mistake (in the judges' words, whitespace aside)
@@ -85,7 +85,7 @@ def squash(s):
 
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory):
-    """{(lesson, name): (validate's report, the notebook after Run All)} for the answers the
+    """{(lesson, name): (validate's report, the notebook it executed)} for the answers the
     selected tests ask for, two at a time."""
     work = tmp_path_factory.mktemp("learner")
     wanted = set()
@@ -96,9 +96,8 @@ def runs(request, tmp_path_factory):
 
     def one(row):
         lesson, name, answer, _ = row
-        nb = learner_notebook(REPO, lesson, answer)
         folder = f"{lesson}-{name}".replace(" ", "_").replace("'", "")
-        return (lesson, name), (validate(REPO, nb, work / "validate" / folder), run_all(REPO, nb, work / "run" / folder))
+        return (lesson, name), validate(REPO, learner_notebook(REPO, lesson, answer), work / folder)
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(pool.map(one, [row for row in ANSWERS if row[:2] in wanted]))
 
