@@ -354,7 +354,19 @@ class InKernel:
     """What a lesson's checks package gives its notebook, from its Lesson and the names its
     checks read from the notebook (in the order of its check() arguments). `free` are the labels
     of the printout lines whose numbers depend on the order the learner's code draws random
-    numbers, `what` names them in the numbers note."""
+    numbers, `what` names them in the numbers note. In the notebook::
+
+        from tinygpt_course.checks import multihead as checks
+        printout = checks.Printout(globals())        # the runner cell, step by step
+        with printout.step('shapes'):
+            ...
+        checks.explain_numbers(printout)             # the numbers note
+        checks.check('shapes', globals())            # a check cell
+
+    A passing check prints a line starting with a tick; a failing one raises CheckFailed with
+    the likely mistake and its fix. Nothing here computes the lesson's answer: the expected
+    values are the solution's record (reference.pt) and the documented printout (printout.txt),
+    both stored data."""
 
     def __init__(self, lesson, names, free=(), what="weight lines"):
         self.lesson, self.names, self.free, self.what = lesson, tuple(names), tuple(free), what

@@ -1,19 +1,6 @@
-"""The block lesson's checks, one per group of printout lines.
-
-In the notebook::
-
-    from tinygpt_course.checks import block as checks
-    printout = checks.Printout(globals())        # the runner cell, step by step
-    with printout.step('shapes'):
-        ...
-    checks.explain_numbers(printout)             # the numbers note
-    checks.check("shapes", globals())            # a visible check cell
-
-A passing check prints a line starting with a tick; a failing one raises CheckFailed with the
-likely mistake and its fix. ``extract`` (learner side) and ``judge`` (trusted) are the two
-halves grading uses; see tinygpt_course.checks.protocol. Nothing here computes the lesson's
-answer: the expected values are the solution's record (reference.pt) and the documented
-printout (printout.txt), both stored data.
+"""The block lesson's checks in the notebook: its runner, numbers note and check cells use
+``Printout``, ``explain_numbers`` and ``check`` (see tinygpt_course.checks.notebook.InKernel);
+grading uses the two halves, ``extract`` and ``judge`` (tinygpt_course.checks.protocol).
 """
 from .. import CheckFailed  # noqa: F401  (the check cells raise it)
 from .. import notebook
