@@ -55,6 +55,10 @@ print("== torch", torch.__version__, "(CPU build)" if cuda is None else f"(CUDA 
     mkdir -p "$settings"
     echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' \
         > "$settings/overrides.json"
+    # nbgrader's "view feedback" opens the feedback, not only its folder (hub/labextension/)
+    mkdir -p "$VENV/share/jupyter/labextensions"
+    rm -rf "$VENV/share/jupyter/labextensions/tinygpt-feedback"
+    cp -R hub/labextension/tinygpt-feedback "$VENV/share/jupyter/labextensions/"
     # the learner's and the teacher's Jupyter config (hub/roles.py: the same roles as on the hub)
     "$VENV/bin/python" hub/roles.py local "$VENV/etc/tinygpt"
 }

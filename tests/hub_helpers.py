@@ -93,6 +93,9 @@ def make_course_venv(base: Path, log) -> Path:
     r = subprocess.run(cmd, capture_output=True, text=True)
     log.write_text(r.stdout + r.stderr)
     assert r.returncode == 0, f"pip install into the hub venv failed, see {log}"
+    # as course.sh setup does: "view feedback" opens the feedback (hub/labextension/)
+    shutil.copytree(REPO / "hub" / "labextension" / "tinygpt-feedback",
+                    venv / "share" / "jupyter" / "labextensions" / "tinygpt-feedback")
     shutil.rmtree(src)
     return venv
 

@@ -544,7 +544,11 @@ def test_classroom_on_jupyterhub():
             if fb1:
                 break
         assert fb1, "student 1's feedback HTML did not arrive in their home"
-        s1.locator("#submitted_assignments_list a", has_text="view feedback").first.wait_for(timeout=60_000)
+        view = s1.locator("#submitted_assignments_list a", has_text="view feedback").first
+        view.wait_for(timeout=60_000)
+        view.click()      # opens the feedback itself (hub/labextension), not only its folder
+        s1.locator(".lm-TabBar-tab .lm-TabBar-tabLabel", has_text=f"{ASSIGNMENT}.html").wait_for(timeout=60_000)
+        s1.frame_locator(".jp-HTMLViewer iframe").first.get_by_text("Score", exact=False).first.wait_for(timeout=60_000)
         _shot(s1, "7-student-feedback")
         _nbgrader(STUDENT2, ["fetch_feedback", ASSIGNMENT], hub, "student")
         fb2 = list((hh.home(STUDENT2) / ASSIGNMENT / "feedback").glob(f"*/{ASSIGNMENT}.html"))
