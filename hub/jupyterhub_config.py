@@ -24,7 +24,8 @@ walks through the set-up:
                            needs not be one
 
     TINYGPT_COURSE_SOURCE  the course's nbgrader_config.py and source/, copied into a teacher's
-                           ~/<course dir> at their server's first start [this repo]
+                           ~/<course dir> at their server's first start; teachers must be able
+                           to read it [this repo]
     TINYGPT_LEARNER_MEMORY_MB  memory cap of each process of a student's server (the server, each
                            kernel, each terminal): RLIMIT_DATA, 0 = none [2048]
 
@@ -40,6 +41,7 @@ import importlib.util
 import os
 import pwd
 import resource
+import shutil
 import sys
 
 from jupyterhub.spawner import LocalProcessSpawner
@@ -77,6 +79,7 @@ LEARNER_MEMORY_MB = int(os.environ.get("TINYGPT_LEARNER_MEMORY_MB", "2048"))
 ROLE_DIR = os.path.join(STATE, "jupyter")
 DB = os.path.join(STATE, "jupyterhub.sqlite")
 COOKIE_SECRET = os.path.join(STATE, "jupyterhub_cookie_secret")
+SEED = os.path.join(ROLE_DIR, "seed_course.sh")   # a copy every user can read (this folder may be private)
 
 
 def _private_file(path):
@@ -96,6 +99,8 @@ def _prepare_state():
         os.chmod(COOKIE_SECRET, 0o600)      # JupyterHub makes a new one 0600 itself
     roles.write(ROLE_DIR, roles.role_files(ROLE_DIR, os.path.join(VENV, "bin"), course_id=COURSE_ID,
                                            exchange=EXCHANGE, course_dir=COURSE_DIR))
+    shutil.copyfile(os.path.join(HERE, "seed_course.sh"), SEED)
+    os.chmod(SEED, 0o755)
 
 
 def _prepare_exchange():
@@ -179,7 +184,7 @@ def pre_spawn_hook(spawner):
     spawner.environment["JUPYTER_CONFIG_PATH"] = roles.config_path(ROLE_DIR, role)
     spawner.environment["TINYGPT_ROLE"] = role
     if role == "teacher":   # their course folder: copied at the first start, as the teacher
-        spawner.cmd = ["/bin/sh", os.path.join(HERE, "seed_course.sh"), COURSE_SOURCE, COURSE_DIR, SINGLEUSER]
+        spawner.cmd = ["/bin/sh", SEED, COURSE_SOURCE, COURSE_DIR, SINGLEUSER]
     else:
         spawner.cmd = [SINGLEUSER]
 
