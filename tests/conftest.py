@@ -62,3 +62,16 @@ def scores(course, assignment, student, notebook=None):
 @pytest.fixture(scope="session")
 def course(tmp_path_factory):
     return make_course(tmp_path_factory.mktemp("course"))
+
+
+# Fast unit tests (seconds, no nbgrader command, no server, no browser) run first; the rest is
+# marked slow: `pytest -m "not slow"` runs only the fast ones.
+FAST = {"test_sandbox", "test_rerun", "test_repair", "test_gradebook_lock", "test_data", "test_env_pins",
+        "test_z2jh_values", "test_checks", "test_checks_gpt"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__.rsplit(".", 1)[-1] not in FAST:
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is not None)   # stable: fast first

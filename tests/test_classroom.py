@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from tinygpt_course.grading.classroom_worker import install_gradebook_lock
+from tinygpt_course.classroom.lock import install_gradebook_lock
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
@@ -26,7 +26,7 @@ FULL_MARKS = 7
 
 
 def grade_class(course, *args):
-    return subprocess.run([sys.executable, "-m", "tinygpt_course.grading.classroom", "multihead",
+    return subprocess.run([sys.executable, "-m", "tinygpt_course.classroom", "multihead",
                            "--no-progress", "--course-dir", str(course), "--logs", f"{course}-logs", *args],
                           capture_output=True, text=True, env=subs.env(), timeout=600)
 
@@ -49,7 +49,7 @@ def graded(tmp_path_factory):
     with open(root / "stock.log", "w") as log_stock, open(root / "fast.log", "w") as log_fast:
         p_stock = subprocess.Popen([sys.executable, "-m", "nbgrader", "autograde", "multihead", "--create"],
                                    cwd=stock, env=env, stdout=log_stock, stderr=subprocess.STDOUT)
-        p_fast = subprocess.Popen([sys.executable, "-m", "tinygpt_course.grading.classroom", "multihead",
+        p_fast = subprocess.Popen([sys.executable, "-m", "tinygpt_course.classroom", "multihead",
                                    "--jobs", "3", "--no-progress", "--course-dir", str(fast),
                                    "--logs", str(root / "fast-logs")],
                                   env=env, stdout=log_fast, stderr=subprocess.STDOUT)

@@ -1,5 +1,4 @@
 """The repairs nbgrader needs for a class of 800, one by one, without running nbgrader. Fast."""
-import os
 
 import nbformat
 import pytest
