@@ -94,11 +94,12 @@ def children(pid: int) -> list[int]:
     return out
 
 
-def pss(pid: int) -> float:
+def pss_uss(pid: int) -> tuple[float, float]:
     try:
-        return memory(pid)["pss_mib"]
+        m = memory(pid)
+        return m["pss_mib"], m["uss_mib"]
     except (FileNotFoundError, ProcessLookupError, AttributeError):
-        return 0.0
+        return 0.0, 0.0
 
 
 class JupyterServer:
@@ -167,17 +168,19 @@ def measure(assignment: str) -> dict:
 
 def during_validate(server: JupyterServer, notebook: str, kernel: int) -> dict:
     """Press Validate (nbgrader's handler) and sample the learner's PSS until it answers."""
-    peak = {"learner_pss_mib": 0.0, "server_pss_mib": 0.0, "validate_kernel_pss_mib": 0.0}
+    peak = {"learner_pss_mib": 0.0, "server_pss_mib": 0.0, "validate_kernel_pss_mib": 0.0, "learner_uss_mib": 0.0}
     done = threading.Event()
 
     def sample():
         while not done.is_set():
-            kids = children(server.proc.pid)
-            srv, extra = pss(server.proc.pid), sum(pss(k) for k in kids if k != kernel)
-            total = srv + extra + pss(kernel)
+            kids = [k for k in children(server.proc.pid) if k != kernel]
+            srv, extra, lesson = pss_uss(server.proc.pid), [pss_uss(k) for k in kids], pss_uss(kernel)
+            total = srv[0] + sum(p for p, _ in extra) + lesson[0]
+            private = srv[1] + sum(u for _, u in extra) + lesson[1]
             if total > peak["learner_pss_mib"]:
-                peak.update(learner_pss_mib=round(total, 1), server_pss_mib=round(srv, 1),
-                            validate_kernel_pss_mib=round(extra, 1))
+                peak.update(learner_pss_mib=round(total, 1), server_pss_mib=round(srv[0], 1),
+                            validate_kernel_pss_mib=round(sum(p for p, _ in extra), 1))
+            peak["learner_uss_mib"] = max(peak["learner_uss_mib"], round(private, 1))
             time.sleep(0.2)
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -209,6 +212,8 @@ def main():
     out["learner_uss_mib"] = round(k["uss_mib"] + s["uss_mib"], 1)
     out["learners_per_gib_by_pss"] = round(1024 / steady, 2)
     out["learners_per_gib_during_validate"] = round(1024 / v["learner_pss_mib"], 2)
+    out["learners_per_gib_by_uss"] = round(1024 / out["learner_uss_mib"], 2)
+    out["learners_per_gib_by_uss_during_validate"] = round(1024 / v["learner_uss_mib"], 2)
     a = out["after_validate"]
     after = a["kernel"]["pss_mib"] + a["server"]["pss_mib"]
     out["learner_pss_after_validate_mib"] = round(after, 1)
@@ -222,6 +227,11 @@ def main():
           f"{out['learners_per_gib_during_validate']} learners per GiB if all validate at once")
     print(f"after Validate (server keeps nbgrader loaded): {after:.0f} MiB PSS -> "
           f"{out['learners_per_gib_after_validate']} learners per GiB")
+    print(f"private memory (USS: what each further learner adds once the libraries are in memory): "
+          f"{out['learner_uss_mib']:.0f} MiB after the lesson -> {out['learners_per_gib_by_uss']} per GiB; "
+          f"{v['learner_uss_mib']:.0f} MiB during Validate -> {out['learners_per_gib_by_uss_during_validate']} per GiB")
+    print("PSS splits shared libraries among every process that maps them, on the whole machine: where other "
+          "processes use the same venv, a learner's PSS is lower than when alone.")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
 

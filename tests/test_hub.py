@@ -184,16 +184,18 @@ def _pids(user, needle):
     return out
 
 
-def _learner_pss(user):
-    """The PSS of all of user's processes (server, kernels, terminals), MiB."""
-    total = 0
+def _learner_memory(user):
+    """PSS and USS (private) of all of user's processes (server, kernels, terminals), MiB."""
+    pss = uss = 0
     for pid in hh.pids_of_uid(pwd.getpwnam(user).pw_uid):
         try:
-            m = re.search(r"^Pss:\s+(\d+) kB", Path(f"/proc/{pid}/smaps_rollup").read_text(), re.M)
+            text = Path(f"/proc/{pid}/smaps_rollup").read_text()
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
-        total += int(m.group(1)) if m else 0
-    return total / 1024
+        kb = {k: int(v) for k, v in re.findall(r"^(\w+):\s+(\d+) kB", text, re.M)}
+        pss += kb.get("Pss", 0)
+        uss += kb.get("Private_Clean", 0) + kb.get("Private_Dirty", 0)
+    return pss / 1024, uss / 1024
 
 
 def _disabled_extensions(page):
@@ -395,13 +397,13 @@ def test_classroom_on_jupyterhub():
         errors = s1.locator(".jp-Notebook .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
         assert re.search(r"\d", prompts.all_inner_texts()[-1]), "Run All did not reach the last cell"
         s1.wait_for_timeout(2000)
-        steady = _learner_pss(STUDENT1)
+        steady = _learner_memory(STUDENT1)
 
-        peak, sampling = [0.0], [True]
+        peak, sampling = [0.0, 0.0], [True]
 
         def sample():
             while sampling[0]:
-                peak[0] = max(peak[0], _learner_pss(STUDENT1))
+                peak[:] = [max(a, b) for a, b in zip(peak, _learner_memory(STUDENT1))]
                 time.sleep(0.2)
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -412,8 +414,9 @@ def test_classroom_on_jupyterhub():
         finally:
             sampling[0] = False
             sampler.join()
-        print(f"hub learner memory (all of {STUDENT1}'s processes, PSS): after the whole lesson {steady:.0f} MiB, "
-              f"peak during Validate {peak[0]:.0f} MiB ({errors.count()} stderr outputs in the lesson)")
+        print(f"hub learner memory (all of {STUDENT1}'s processes, MiB): after the whole lesson PSS {steady[0]:.0f}, "
+              f"USS {steady[1]:.0f}; peak during Validate PSS {peak[0]:.0f}, USS {peak[1]:.0f} "
+              f"({errors.count()} stderr outputs in the lesson)")
         s1.wait_for_timeout(500)
         _shot(s1, "4-student-validated")
         dialog_text = dialog.inner_text()
