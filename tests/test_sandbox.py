@@ -166,3 +166,22 @@ def test_read_only_paths_under_tmp_stay_visible(tmp_path, course):
                         writable=[str(course[1])], chdir=str(course[1]))
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "library", proc.stderr
+
+
+def test_the_grading_kernel_runs_sandboxed_and_can_be_interrupted(course):
+    """nbgrader's kernel: inside the sandbox, and an endless loop stops at the cell timeout
+    (the interrupt reaches a kernel in its own session and PID namespace) so later cells run."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from tinygpt_course.grading.kernel import SandboxedKernelManager
+    root, own = course
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(f"import os; print(os.getuid(), os.path.exists({str(root / 'gradebook.db')!r}))"),
+        nbformat.v4.new_code_cell("while True:\n    pass"),
+        nbformat.v4.new_code_cell("print('after')")])
+    NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, resources={"metadata": {"path": str(own)}},
+                   timeout=3, interrupt_on_timeout=True, allow_errors=True).execute()
+    assert nb.cells[0].outputs[0]["text"].split() == ["65534", "False"]
+    assert nb.cells[1].outputs[-1]["ename"] == "KeyboardInterrupt"
+    assert nb.cells[2].outputs[0]["text"] == "after\n"

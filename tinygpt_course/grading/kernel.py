@@ -55,6 +55,8 @@ class SandboxedKernelManager(AsyncKernelManager):
             self.kernel_spec.interrupt_mode = "message"
         await super()._async_interrupt_kernel()
 
+    interrupt_kernel = _async_interrupt_kernel      # jupyter_client binds the base one by name
+
     async def _async_cleanup_resources(self, restart=False):
         await super()._async_cleanup_resources(restart=restart)
         if self._run_dir and not restart:
