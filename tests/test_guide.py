@@ -1,0 +1,76 @@
+"""The teacher's guide is generated (docs/make_guide.py) and current: regenerated here from the
+lessons, their catalogues and docs/measured.json, it equals the committed docs/teachers-guide.md.
+And what it says about each lesson is what the checks say."""
+import importlib.util
+import json
+import re
+
+import pytest
+
+from conftest import REPO
+
+GUIDE = REPO / "docs" / "teachers-guide.md"
+
+
+@pytest.fixture(scope="module")
+def make_guide():
+    spec = importlib.util.spec_from_file_location("make_guide", REPO / "docs" / "make_guide.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def rendered(make_guide):
+    return make_guide.render()
+
+
+def test_guide_is_current(rendered):
+    assert GUIDE.read_text() == rendered, "docs/teachers-guide.md is stale: python docs/make_guide.py"
+
+
+def test_every_lesson_has_objectives_checks_and_mistakes(rendered, make_guide):
+    lessons = [lesson for lesson, _, _ in make_guide.lessons_in_order()]
+    assert lessons == ["head", "multihead", "block", "gpt"]
+    for i, lesson in enumerate(lessons, 1):
+        section = rendered.split(f"## Lesson {i}: {lesson}\n", 1)[1].split("\n## ", 1)[0]
+        assert "**Learning objectives.**" in section and make_guide.OBJECTIVES[lesson][0] in section
+        for check in make_guide.points(lesson):
+            assert f"| `{check}` |" in section
+        mistakes = re.findall(r"^\* \*\*(.+?)\*\* \((\d+) of (\d+) points\)$", section, re.M)
+        assert len(mistakes) >= 3, lesson
+        assert all(int(got) < int(total) for _, got, total in mistakes), "a listed mistake lost no point"
+
+
+def test_gpt_mistakes_carry_the_judges_messages(rendered):
+    section = rendered.split("## Lesson 4: gpt\n", 1)[1]
+    for why, message in [
+            ("the final layer norm is created but never applied", "self.ln_f is never applied"),
+            ("logits [B, T, 27] and targets [B, T] passed to cross_entropy without flattening", "Flatten both"),
+            ("generate takes the most likely letter (argmax) instead of drawing", "(argmax)"),
+            ("generate gives the model the whole context, never cropped to the window", "Crop the context"),
+            ("positions fixed at arange(block_size)", "torch.arange(T) with T = idx.shape[1]")]:
+        item = section.split(f"* **{why}", 1)[1].split("\n* **", 1)[0]
+        assert message in item, why
+
+
+def test_times_and_costs_come_from_the_measurements(rendered, make_guide):
+    measured = json.loads((REPO / "docs" / "measured.json").read_text())
+    for lesson, m in measured["lessons"].items():
+        assert f"| {lesson} | {m['markdown_words']} | {m['answer_lines']} | {m['run_s']:.0f} s |" in rendered
+        assert f"| {make_guide.estimate(m)} min |" in rendered
+    ratio = measured["grading"]["ratio_to_multihead"]
+    assert f"| gpt | {measured['grading']['per_submission']['gpt']['wall_s']:.1f} | {ratio['gpt']['wall_s']:.2f} |" in rendered
+
+
+def test_what_it_says_about_grading_the_gpt_lesson_is_in_the_notebook(rendered):
+    import nbformat
+    nb = nbformat.read(REPO / "source" / "gpt" / "gpt.ipynb", 4)
+    training = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "training")
+    assert "STEPS = 6000" in training and "STEPS = 0 " in training and "if STEPS else None" in training
+    assert "trains nothing (0 steps instead of 6000, no optimiser)" in rendered
+
+
+def test_export_instructions_are_the_tested_ones(rendered):
+    from test_export import PLUGIN
+    assert PLUGIN.strip() in rendered
