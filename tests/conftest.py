@@ -67,7 +67,7 @@ def course(tmp_path_factory):
 # Fast unit tests (seconds, no nbgrader command, no server, no browser) run first; the rest is
 # marked slow: `pytest -m "not slow"` runs only the fast ones.
 FAST = {"test_sandbox", "test_rerun", "test_repair", "test_gradebook_lock", "test_data", "test_env_pins",
-        "test_z2jh_values", "test_checks", "test_checks_gpt"}
+        "test_z2jh_values", "test_exchange_setup", "test_checks", "test_checks_gpt"}
 
 
 def pytest_collection_modifyitems(config, items):

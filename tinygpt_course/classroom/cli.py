@@ -50,6 +50,18 @@ def default_jobs():
 
 
 def main(argv=None):
+    # every temporary file of the run (multiprocessing's, nbgrader's, the kernels') in one folder
+    # that goes when the run ends, however it ends
+    logs_base = tempfile.gettempdir()          # failed submissions' logs are kept there
+    run_tmp = tempfile.mkdtemp(prefix="tinygpt-grade-class-run-")
+    tempfile.tempdir = os.environ["TMPDIR"] = run_tmp
+    try:
+        return _main(argv, logs_base)
+    finally:
+        shutil.rmtree(run_tmp, ignore_errors=True)
+
+
+def _main(argv, logs_base):
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     course = Path(args.course_dir).resolve()
     logs = Path(args.logs).resolve() if args.logs else None
@@ -99,7 +111,7 @@ def main(argv=None):
         logs.mkdir(parents=True, exist_ok=True)
         log_dir = str(logs)
     else:
-        log_dir = tempfile.mkdtemp(prefix=f"tinygpt-grade-class-{args.assignment}-")
+        log_dir = tempfile.mkdtemp(prefix=f"tinygpt-grade-class-{args.assignment}-", dir=logs_base)
     t0 = time.perf_counter()
     results = run_pool(args.assignment, todo, jobs, log_dir, args.retries, progress=not args.no_progress)
     failed = sorted(s for s, (code, _) in results.items() if code != 0)

@@ -11,6 +11,7 @@ replaced by a note.
 import re
 
 from nbformat.v4 import new_output
+from traitlets import List
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
@@ -51,6 +52,11 @@ QUOTED = ("(output removed from this feedback: it quoted the code of a hidden ch
 
 
 class ExplainChecks(NbGraderPreprocessor):
+    # nbgrader's base class declares this without config=True, so nbconvert's exporter, which
+    # passes it to every preprocessor, got the warning "display_data_priority not recognized"
+    display_data_priority = List(['text/html', 'application/pdf', 'text/latex', 'image/svg+xml', 'image/png',
+                                  'image/jpeg', 'text/plain'], help="As nbgrader's GetGrades").tag(config=True)
+
     def preprocess(self, nb, resources):
         self._hidden = hidden_lines(nb)
         return super().preprocess(nb, resources)
