@@ -133,3 +133,14 @@ def test_progress_bar_and_loss_plot(run):
     bar = cell(nb, "training").outputs
     assert any("training" in str(o.get("data", {}).get("text/plain", "")) + o.get("text", "") for o in bar)
     assert any("image/png" in o.get("data", {}) for o in cell(nb, "loss_plot").outputs)
+
+
+def test_validate_passes_the_source_and_names_the_blank(tmp_path):
+    """nbgrader validate (what the Validate button runs; the training cell trains nothing then)."""
+    import shutil
+    from conftest import nbgrader
+    shutil.copy(REPO / "nbgrader_config.py", tmp_path)
+    ok = nbgrader(tmp_path, "validate", str(SOURCE), check=False)
+    assert "Success" in ok.stdout, ok.stdout[-2000:] + ok.stderr[-2000:]
+    blank = nbgrader(tmp_path, "validate", str(REPO / "release" / "gpt" / "gpt.ipynb"), check=False)
+    assert "Success" not in blank.stdout and "still unanswered" in blank.stdout, blank.stdout[-2000:]
