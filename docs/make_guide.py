@@ -256,7 +256,8 @@ matching Canvas assignment a column creates one; to fill an existing one, map it
 `c.CanvasCsvExport.columns = {"gpt": "Lesson 4 (1234)"}` (the Canvas column header, with its id).
 A lesson a student never submitted counts 0, as in nbgrader's own CSV; with
 `c.CanvasCsvExport.missing = ""` it is left empty and Canvas keeps whatever grade it had.
-Moodle and Blackboard import the same CSV, mapping the id column to the user's username.
+Moodle's *Import > CSV file* reads it too: map `SIS Login ID` to the username and each lesson's
+column to its grade item.
 """
 
 

@@ -5,8 +5,8 @@ In nbgrader_config.py::
     c.ExportApp.plugin_class = "tinygpt_course.export.CanvasCsvExport"
 
 then ``nbgrader export`` writes ``canvas_grades.csv`` (``--to FILE`` for another name): one row
-per student, one column per assignment, the shape Canvas's Grades > Import reads (and Moodle's
-or Blackboard's CSV grade import can map):
+per student, one column per assignment, the shape Canvas's Grades > Import reads (Moodle's CSV grade import
+can map it too):
 
     Student,ID,SIS User ID,SIS Login ID,Section,head,multihead,block,gpt
         Points Possible,,,,,7,7,7,9
