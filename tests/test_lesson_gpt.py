@@ -144,3 +144,17 @@ def test_validate_passes_the_source_and_names_the_blank(tmp_path):
     assert "Success" in ok.stdout, ok.stdout[-2000:] + ok.stderr[-2000:]
     blank = nbgrader(tmp_path, "validate", str(REPO / "release" / "gpt" / "gpt.ipynb"), check=False)
     assert "Success" not in blank.stdout and "still unanswered" in blank.stdout, blank.stdout[-2000:]
+
+
+def test_narrative_sizes_are_the_codes():
+    """The sizes the text names are the ones the cells use."""
+    from tinygpt_course.config import SIZES
+    nb = nbformat.read(SOURCE, 4)
+    intro, names_md, names = cell(nb, "intro").source, cell(nb, "names_md").source, cell(nb, "names").source
+    assert "a stack of **blocks** (two today)" in intro and SIZES.n_layer == 2
+    assert "score\nto each of the 27 symbols" in intro and SIZES.vocab_size == 27
+    assert "the 32-number vectors" in intro.replace("\n", " ") and SIZES.n_embd == 32
+    assert "100 windows start from `\\n`, and `generate` adds 20 letters to\neach" in names_md
+    assert "torch.zeros((100, 1), dtype=torch.long), 20," in names
+    setup_md = cell(nb, "setup_md").source
+    assert "a batch of 32 windows of\n8 letters" in setup_md and (SIZES.batch_size, SIZES.block_size) == (32, 8)
