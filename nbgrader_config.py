@@ -54,3 +54,7 @@ c.ExchangeFactory.collect = "tinygpt_course.grading.exchange.CheckedCollect"
 # Feedback shows each check's name, points and diagnosis, never a hidden test's code.
 c.GenerateFeedback.preprocessors = ["nbgrader.preprocessors.GetGrades", ExplainChecks,
                                     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
+
+# Grades for an LMS: uncomment and `nbgrader export` writes canvas_grades.csv, the gradebook CSV
+# Canvas imports (tinygpt_course/export.py); as it is, nbgrader's own grades.csv.
+# c.ExportApp.plugin_class = "tinygpt_course.export.CanvasCsvExport"
