@@ -25,7 +25,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 from tqdm import tqdm
 
 SOURCE = Path(__file__).resolve().parents[1] / "source"
-LESSONS = ("head", "multihead", "block")
+LESSONS = ("head", "multihead", "block")      # the lessons with the attention explorer
+ALL = sorted(d.name for d in SOURCE.iterdir() if (d / f"{d.name}.ipynb").is_file())
 FLOOR = "import torch, matplotlib.pyplot, ipywidgets"
 TARGET = 1.2
 
@@ -76,7 +77,8 @@ def breakdown(runs):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs of each notebook (median used)")
-    parser.add_argument("--lessons", nargs="+", default=list(LESSONS), choices=LESSONS)
+    parser.add_argument("--lessons", nargs="+", default=list(LESSONS), choices=ALL,
+                        help=f"default: {' '.join(LESSONS)}")
     args = parser.parse_args()
 
     floor_nb = new_notebook(cells=[new_code_cell(FLOOR)])
