@@ -125,7 +125,13 @@ def test_mistake_gets_no_success_no_traceback_and_its_name(runs, key):
     assert SAYS[key] in squash(validated), validated
     assert not errors(ran, "runner"), errors(ran, "runner")
     if key in STOPS_IN_ANSWER:
-        assert ran.metadata["stopped_at"] == key[0]
+        allowed = {key[0]}
+        if key[1] == "21_os_exit":
+            # a kernel killed by os._exit may die before it reports that the answer cell started:
+            # then the last cell known to have run is the code cell just before the answer
+            code = [c.metadata.get("nbgrader", {}).get("grade_id") for c in ran.cells if c.cell_type == "code"]
+            allowed.add(code[code.index(key[0]) - 1])
+        assert ran.metadata["stopped_at"] in allowed, (ran.metadata["stopped_at"], allowed)
     else:   # Run All went through the runner, the note and the plot, and reached the checks
         assert ran.metadata["stopped_at"] in (None,) + tuple(load_lesson(key[0]).checks), ran.metadata["stopped_at"]
         for gid in ("numbers_note", "plot"):
