@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 
 from .sandbox import sandbox_env
@@ -51,7 +52,7 @@ class RerunServer:
     def _read_exact(self, n, deadline):
         fd, chunks = self.proc.stdout.fileno(), []
         while n:
-            left = deadline - _now()
+            left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
                 raise ServerGone("no answer in time")
             chunk = os.read(fd, min(n, 1 << 20))
@@ -62,7 +63,7 @@ class RerunServer:
         return b"".join(chunks)
 
     def _read(self, timeout):
-        deadline = _now() + timeout
+        deadline = time.monotonic() + timeout
         (n,) = struct.unpack(">I", self._read_exact(4, deadline))
         header = json.loads(self._read_exact(n, deadline))
         (m,) = struct.unpack(">I", self._read_exact(4, deadline))
@@ -86,17 +87,16 @@ class RerunServer:
 _servers = {}
 
 
+def _key(sandbox, lessons):
+    """One server per process (a forked worker starts its own), lessons and sandbox settings."""
+    return (os.getpid(), tuple(lessons), sandbox.enabled, sandbox.memory_limit_mb, sandbox.cpu_limit_s)
+
+
 def _server(sandbox, lessons):
-    key = (os.getpid(), tuple(lessons), sandbox.enabled, sandbox.memory_limit_mb, sandbox.cpu_limit_s)
-    server = _servers.get(key)
+    server = _servers.get(_key(sandbox, lessons))
     if server is None or server.proc.poll() is not None:
-        server = _servers[key] = RerunServer(sandbox, lessons)
+        server = _servers[_key(sandbox, lessons)] = RerunServer(sandbox, lessons)
     return server
-
-
-def _now():
-    import time
-    return time.monotonic()
 
 
 def rerun(sandbox, lesson, setup, answer, seed, timeout):
@@ -105,10 +105,11 @@ def rerun(sandbox, lesson, setup, answer, seed, timeout):
     job = {"lesson": lesson, "setup": list(setup), "answer": answer, "seed": int(seed), "timeout": timeout,
            "memory_limit_mb": sandbox.memory_limit_mb, "cpu_limit_s": sandbox.cpu_limit_s}
     try:
-        server = _server(sandbox, [lesson])
-        header, payload = server.run(job)
-    except ServerGone as exc:
-        _servers.pop((os.getpid(), (lesson,), sandbox.enabled, sandbox.memory_limit_mb, sandbox.cpu_limit_s), None)
+        header, payload = _server(sandbox, [lesson]).run(job)
+    except ServerGone as exc:          # a hung or killed server: the next job gets a fresh one
+        server = _servers.pop(_key(sandbox, [lesson]), None)
+        if server is not None:
+            server.close()
         return RerunResult(None, f"your answer could not be re-run on its own ({exc})")
     tail = (header.get("tail") or "").strip().splitlines()
     last = tail[-1] if tail else "no message"
