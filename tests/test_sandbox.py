@@ -103,21 +103,9 @@ def test_cannot_reach_a_port_on_the_host(course, enabled):
     assert ("connected" in proc.stdout) != enabled, proc.stdout
 
 
-def marker_processes(marker):
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if marker in open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode():
-                found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
-@pytest.mark.parametrize("enabled", ON_OFF)
-def test_nothing_outlives_the_run(course, enabled):
-    marker = f"{31400 + int(enabled)}{os.getpid()}"
-    proc = run(f"""
+def escaping_sleeper(marker):
+    """Code that leaves a `sleep <marker>` behind, in its own session, with its output closed."""
+    return f"""
         import os
         if os.fork() == 0:
             os.setsid()
@@ -128,13 +116,30 @@ def test_nothing_outlives_the_run(course, enabled):
                 os.execv("/bin/sleep", ["sleep", "{marker}"])
             os._exit(0)
         print("parent done")
-    """, enabled, course[1])
-    assert proc.returncode == 0, proc.stderr
+    """
+
+
+def survivors(marker):
+    """Kill the `sleep <marker>` processes left (half a second on) and return their pids."""
     time.sleep(0.5)
-    left = marker_processes(f"sleep {marker}")
-    for pid in left:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if f"sleep {marker}" in open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode():
+                found.append(int(pid))
+        except OSError:
+            pass
+    for pid in found:
         os.kill(pid, 9)
-    assert (left == []) == enabled, left
+    return found
+
+
+@pytest.mark.parametrize("enabled", ON_OFF)
+def test_nothing_outlives_the_run(course, enabled):
+    marker = f"{31400 + int(enabled)}{os.getpid()}"
+    proc = run(escaping_sleeper(marker), enabled, course[1])
+    assert proc.returncode == 0, proc.stderr
+    assert (survivors(marker) == []) == enabled
 
 
 def test_runs_as_nobody_with_the_caps(course):
@@ -168,11 +173,14 @@ def test_read_only_paths_under_tmp_stay_visible(tmp_path, course):
     assert proc.returncode == 0 and proc.stdout.strip() == "library", proc.stderr
 
 
-def test_the_grading_kernel_runs_sandboxed_and_can_be_interrupted(course):
-    """nbgrader's kernel: inside the sandbox, and an endless loop stops at the cell timeout
-    (the interrupt reaches a kernel in its own session and PID namespace) so later cells run."""
+@pytest.mark.parametrize("fork", [pytest.param(True, id="forked"), pytest.param(False, id="started")])
+def test_the_grading_kernel_runs_sandboxed_and_can_be_interrupted(course, fork):
+    """nbgrader's kernel, forked from the template or started: inside the sandbox, and an endless
+    loop stops at the cell timeout (the interrupt reaches a kernel in its own session and PID
+    namespace) so later cells run."""
     import nbformat
     from nbclient import NotebookClient
+    from traitlets.config import Config
 
     from tinygpt_course.grading.kernel import SandboxedKernelManager
     root, own = course
@@ -180,7 +188,9 @@ def test_the_grading_kernel_runs_sandboxed_and_can_be_interrupted(course):
         nbformat.v4.new_code_cell(f"import os; print(os.getuid(), os.path.exists({str(root / 'gradebook.db')!r}))"),
         nbformat.v4.new_code_cell("while True:\n    pass"),
         nbformat.v4.new_code_cell("print('after')")])
-    NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, resources={"metadata": {"path": str(own)}},
+    cfg = Config()
+    cfg.SandboxedKernelManager.fork_from_template = fork
+    NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, config=cfg, resources={"metadata": {"path": str(own)}},
                    timeout=3, interrupt_on_timeout=True, allow_errors=True).execute()
     assert nb.cells[0].outputs[0]["text"].split() == ["65534", "False"]
     assert nb.cells[1].outputs[-1]["ename"] == "KeyboardInterrupt"

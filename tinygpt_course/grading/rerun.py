@@ -7,16 +7,13 @@ Records come back as bytes and are loaded with ``torch.load(weights_only=True)``
 tensors and containers, nothing that could run code here.
 """
 import io
-import json
 import os
-import select
-import struct
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 
+from .. import wire
 from .sandbox import sandbox_env
 
 READY_TIMEOUT = 180
@@ -49,31 +46,15 @@ class RerunServer:
         self.log.seek(0)
         return self.log.read().decode(errors="replace")[-1500:] or "no message"
 
-    def _read_exact(self, n, deadline):
-        fd, chunks = self.proc.stdout.fileno(), []
-        while n:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise ServerGone("no answer in time")
-            chunk = os.read(fd, min(n, 1 << 20))
-            if not chunk:
-                raise ServerGone(f"the re-run server ended: {self._log_tail()}")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
     def _read(self, timeout):
-        deadline = time.monotonic() + timeout
-        (n,) = struct.unpack(">I", self._read_exact(4, deadline))
-        header = json.loads(self._read_exact(n, deadline))
-        (m,) = struct.unpack(">I", self._read_exact(4, deadline))
-        return header, self._read_exact(m, deadline)
+        try:
+            return wire.read_reply(self.proc.stdout.fileno(), timeout, payload=True)
+        except wire.Gone as exc:
+            raise ServerGone(f"the re-run server: {exc}: {self._log_tail()}") from None
 
     def run(self, job):
-        data = json.dumps(job).encode()
         try:
-            self.proc.stdin.write(struct.pack(">I", len(data)) + data)
-            self.proc.stdin.flush()
+            wire.write(self.proc.stdin, job)
             return self._read(job["timeout"] + 60)
         except (BrokenPipeError, OSError) as exc:
             raise ServerGone(f"the re-run server ended ({exc}): {self._log_tail()}") from None

@@ -101,26 +101,26 @@ class Sandbox(LoggingConfigurable):
         else:
             self.warn_if_off()
 
+    def rlimits(self):
+        """The caps as {"as": bytes, "cpu": seconds, "nproc": count}, those that are set."""
+        caps = {"as": self.memory_limit_mb * 2 ** 20, "cpu": self.cpu_limit_s, "nproc": self.max_processes}
+        return {k: v for k, v in caps.items() if v}
+
     def limits(self):
         """prlimit arguments for the caps."""
-        args = ["prlimit"]
-        if self.memory_limit_mb:
-            args.append(f"--as={self.memory_limit_mb * 2 ** 20}")
-        if self.cpu_limit_s:
-            args.append(f"--cpu={self.cpu_limit_s}")
-        if self.max_processes:
-            args.append(f"--nproc={self.max_processes}")
-        return args + ["--"] if len(args) > 1 else []
+        args = [f"--{name}={value}" for name, value in self.rlimits().items()]
+        return ["prlimit", *args, "--"] if args else []
 
-    def wrap(self, argv, writable=(), hidden=(), chdir=None):
+    def wrap(self, argv, writable=(), hidden=(), chdir=None, bwrap_args=()):
         """The command that runs argv in the sandbox. `writable` folders are bound read-write at
-        the same path; `hidden` files are replaced by empty read-only ones."""
+        the same path; `hidden` files are replaced by empty read-only ones; `bwrap_args` are
+        extra bubblewrap options (e.g. --info-fd)."""
         if not self.enabled:
             return list(argv)
         cmd = self.limits() + [shutil.which(self.bwrap) or self.bwrap,
                                "--unshare-all", "--die-with-parent", "--new-session",
                                "--uid", str(self.uid), "--gid", str(self.uid),
-                               "--cap-drop", "ALL", "--hostname", "sandbox"]
+                               "--cap-drop", "ALL", "--hostname", "sandbox", *bwrap_args]
         # the private /tmp first: what is bound after it (a venv or a course under /tmp) stays
         cmd += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
         cmd += _system_binds()

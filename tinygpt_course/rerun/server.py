@@ -13,35 +13,21 @@ child has exited or timed out, the server kills every other process in the sandb
 into the next job), reads the record and wipes /tmp. The server is not dumpable, so a child
 cannot ptrace it or open its pipe through /proc.
 
-Messages are a 4-byte big-endian length and a JSON header, and for replies the record's bytes.
+Messages are framed as tinygpt_course.wire says; a reply carries the record's bytes.
 """
 import ctypes
 import importlib
-import json
 import os
 import resource
 import shutil
 import signal
-import struct
 import sys
 import tempfile
 import time
 
+from tinygpt_course import wire
+
 MAX_RECORD = 256 * 2 ** 20
-
-
-def _read_msg(f):
-    head = f.read(4)
-    if len(head) < 4:
-        return None
-    (n,) = struct.unpack(">I", head)
-    return json.loads(f.read(n))
-
-
-def _write_msg(f, header, payload=b""):
-    data = json.dumps(header).encode()
-    f.write(struct.pack(">I", len(data)) + data + struct.pack(">I", len(payload)) + payload)
-    f.flush()
 
 
 def run_cell(source, ns, label):
@@ -195,13 +181,13 @@ def main():
         importlib.import_module(f"tinygpt_course.checks.{name}.extract")
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr
-    _write_msg(out, {"status": "ready"})
+    wire.write(out, {"status": "ready"}, b"")
     while True:
-        job = _read_msg(inp)
+        job = wire.read(inp)
         if job is None:
             return
         header, payload = run_job(job)
-        _write_msg(out, header, payload)
+        wire.write(out, header, payload)
 
 
 TORCH = None

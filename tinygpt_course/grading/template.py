@@ -1,0 +1,159 @@
+"""The grader's side of the kernel template (tinygpt_course.kernelfork, which it never imports).
+
+:func:`start_forked` puts a learner kernel in the grading sandbox without paying a kernel start:
+it starts the kernel's sandbox (bubblewrap, exactly as for a cold start, running a placeholder),
+then asks this process's kernel template to fork a kernel into it. The result,
+:class:`ForkedKernel`, stands where jupyter_client keeps its ``subprocess.Popen``; removing the
+sandbox (:meth:`ForkedKernel.close`) ends every process in it.
+"""
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+from .. import wire
+from .sandbox import sandbox_env
+
+READY_TIMEOUT = 180
+PLACEHOLDER = ["/bin/sh", "-c", "echo ready; exec cat"]     # PID 2 of the sandbox until stdin closes
+
+
+class TemplateUnavailable(RuntimeError):
+    """The template or the sandbox placeholder did not start; the caller starts a cold kernel."""
+
+
+class KernelTemplate:
+    """`python -m tinygpt_course.kernelfork.server`, started once per grading process."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, "-m", "tinygpt_course.kernelfork.server"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=sandbox_env(),
+                                     cwd="/", start_new_session=True)
+        try:
+            header, _ = wire.read_reply(self.proc.stdout.fileno(), READY_TIMEOUT)
+        except wire.Gone as exc:
+            self.close()
+            raise TemplateUnavailable(f"the kernel template did not start ({exc})") from None
+        self.pid = header["pid"]
+
+    def fork(self, job, timeout=60):
+        try:
+            wire.write(self.proc.stdin, job)
+            reply, _ = wire.read_reply(self.proc.stdout.fileno(), timeout)
+        except (wire.Gone, OSError) as exc:
+            self.close()
+            raise TemplateUnavailable(f"the kernel template ended ({exc})") from None
+        if "error" in reply:
+            raise TemplateUnavailable(f"the kernel could not enter its sandbox ({reply['error']})")
+        return reply["pid"]
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+_templates = {}
+
+
+def template():
+    """This process's template (a forked class-grading worker starts its own)."""
+    t = _templates.get(os.getpid())
+    if t is None or t.proc.poll() is not None:
+        t = _templates[os.getpid()] = KernelTemplate()
+    return t
+
+
+class ForkedKernel:
+    """What jupyter_client needs of a kernel's Popen, for a kernel that is not our child: it is
+    watched through a pidfd, and its exit status is not seen (0 once it has ended)."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, pid, placeholder):
+        self.pid, self.placeholder, self.returncode = pid, placeholder, None
+        self.pidfd = os.pidfd_open(pid)
+
+    def poll(self):
+        if self.returncode is None and select.select([self.pidfd], [], [], 0)[0]:
+            self.returncode = 0
+        return self.returncode
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"kernel {self.pid}", timeout)
+            select.select([self.pidfd], [], [], 0.1)
+        return self.returncode
+
+    def send_signal(self, signum):
+        if self.poll() is None:
+            signal.pidfd_send_signal(self.pidfd, signum)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self):
+        self.send_signal(signal.SIGTERM)
+
+    def close(self):
+        """Remove the sandbox: its PID 1 goes, and every process in it with it."""
+        if self.placeholder.poll() is None:
+            self.placeholder.kill()
+        self.placeholder.wait()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+def start_sandbox(sandbox, writable, hidden, chdir, timeout=30):
+    """Start the sandbox with a placeholder in it; return (Popen, host pid of its PID 1)."""
+    info_r, info_w = os.pipe()
+    argv = sandbox.wrap(PLACEHOLDER, writable=writable, hidden=hidden, chdir=chdir,
+                        bwrap_args=["--info-fd", str(info_w)])
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            pass_fds=[info_w], env=sandbox_env(), start_new_session=True)
+    os.close(info_w)
+    try:
+        deadline, info = time.monotonic() + timeout, b""
+        while True:                     # bubblewrap writes {"child-pid": N, ...} when it has cloned
+            if not select.select([info_r], [], [], max(0, deadline - time.monotonic()))[0]:
+                raise TemplateUnavailable("bubblewrap gave no pid in time")
+            chunk = os.read(info_r, 4096)
+            if not chunk:
+                raise TemplateUnavailable("bubblewrap ended before its sandbox was made")
+            info += chunk
+            try:
+                ns_pid = json.loads(info)["child-pid"]
+                break
+            except ValueError:
+                continue
+        # the placeholder speaks once the sandbox is complete (mounts, then exec)
+        if not select.select([proc.stdout], [], [], max(0, deadline - time.monotonic()))[0] \
+                or proc.stdout.readline() != b"ready\n":
+            raise TemplateUnavailable("the sandbox did not come up")
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        os.close(info_r)
+    return proc, ns_pid
+
+
+def start_forked(sandbox, argv, env, cwd, writable, hidden, join=True):
+    """A kernel forked from the template into a fresh sandbox; `argv` are ipykernel's arguments.
+    join=False leaves the fork outside the sandbox: only for the test that shows what it stops."""
+    placeholder, ns_pid = start_sandbox(sandbox, writable, hidden, cwd)
+    try:
+        pid = template().fork({"ns_pid": ns_pid, "argv": list(argv), "env": env, "cwd": cwd,
+                               "limits": sandbox.rlimits(), "join": join})
+        return ForkedKernel(pid, placeholder)
+    except BaseException:
+        placeholder.kill()
+        placeholder.wait()
+        raise

@@ -1,0 +1,207 @@
+"""The kernel template: imports torch, matplotlib, ipykernel and the course library once, then
+forks a learner kernel per notebook, each of which enters its own grading sandbox.
+
+Starting a kernel costs about 1.3 s of CPU (Python, ipykernel, ``import torch``), more than the
+lesson's own cells; a fork of a process that has already paid it costs milliseconds. The
+template never runs learner code, never reads a course file and holds no secret: it is started
+with the sandbox's environment, and what it imports, learners have installed anyway.
+
+Per kernel (one job on stdin, one reply on stdout, messages framed as in tinygpt_course.wire):
+
+1. the grader starts the kernel's sandbox exactly as for a cold start (bubblewrap with the
+   notebook's folder writable and the notebooks in it hidden, tinygpt_course.grading.sandbox),
+   but running a placeholder instead of the kernel, and sends its pid here;
+2. the template forks a *keeper*, which joins every namespace of that sandbox with ``setns``
+   (user, mount, network, IPC, UTS, cgroup and, for its children, PID), drops every capability,
+   sets no_new_privs and forks the *kernel*: a process inside the sandbox's PID namespace, its
+   files, its network, as the sandbox's uid, with the sandbox's rlimits. The keeper reports the
+   kernel's pid and waits for it; it runs no learner code.
+3. the kernel leaves the template's file descriptors, takes the kernel's environment, folder and
+   arguments, reseeds ``random`` and numpy, and runs ipykernel as ``python -m ipykernel_launcher``
+   would.
+
+When the grader removes the sandbox (it kills the placeholder, the sandbox's PID 1 goes), every
+process in it dies with it, the kernel and whatever learner code started. The template and the
+keepers are not dumpable, and are outside the sandbox's PID namespace: the kernel cannot see,
+signal or trace them.
+"""
+import ctypes
+import importlib
+import json
+import os
+import pkgutil
+import random
+import resource
+import signal
+import sys
+import traceback
+
+from tinygpt_course import wire
+
+CLONE = {"user": 0x10000000, "mnt": 0x00020000, "net": 0x40000000, "ipc": 0x08000000,
+         "uts": 0x04000000, "cgroup": 0x02000000, "pid": 0x20000000}
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+LIMITS = {"as": resource.RLIMIT_AS, "cpu": resource.RLIMIT_CPU, "nproc": resource.RLIMIT_NPROC}
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret, what):
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def warm():
+    """Import what every lesson's kernel imports, without starting anything: no thread, no
+    socket, no IPython shell, no pyplot backend (those belong to each kernel)."""
+    # as ipykernel sets it, and before matplotlib reads it at import
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    for name in ("ipykernel.kernelapp", "ipykernel.ipkernel", "numpy", "torch", "matplotlib.figure",
+                 "matplotlib.font_manager",           # loads the font list once
+                 "tinygpt_course.data", "tinygpt_course.plots", "tinygpt_course.checks"):
+        importlib.import_module(name)
+    import tinygpt_course.checks
+    for info in pkgutil.iter_modules(tinygpt_course.checks.__path__):
+        if info.ispkg:
+            importlib.import_module(f"tinygpt_course.checks.{info.name}")
+
+
+def drop_capabilities():
+    """No capability left, in any set, for this process and what it starts."""
+    for cap in range(64):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break               # EINVAL: past the last capability
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    header, data = Header(0x20080522, 0), (Data * 2)()          # _LINUX_CAPABILITY_VERSION_3
+    _check(libc.capset(ctypes.byref(header), data), "capset")
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+
+
+def join_sandbox(ns_pid):
+    """Enter every namespace of the sandbox whose PID 1 is `ns_pid` (PID: for our children).
+    A root grader owns some of them from outside (join those first, while it may); an
+    unprivileged one joins the user namespace first, which gives it the right to join the rest."""
+    fds = {name: os.open(f"/proc/{ns_pid}/ns/{name}", os.O_RDONLY) for name in CLONE}
+    later = [name for name in CLONE if name != "user" and libc.setns(fds[name], CLONE[name]) != 0]
+    _check(libc.setns(fds["user"], CLONE["user"]), "setns user")
+    for name in later:
+        _check(libc.setns(fds[name], CLONE[name]), f"setns {name}")
+    for fd in fds.values():
+        os.close(fd)
+    drop_capabilities()
+
+
+def run_kernel(job):
+    """The kernel, inside the sandbox: never returns."""
+    code = 1
+    try:
+        os.setsid()
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        for name, value in job["limits"].items():
+            resource.setrlimit(LIMITS[name], (value, value))
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(2, 1)                       # the template's stderr: the grader's, as for a cold kernel
+        os.closerange(3, 1 << 16)
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        os.environ.clear()
+        os.environ.update(job["env"])
+        os.chdir(job["cwd"])
+        sys.path[0] = os.getcwd()           # as `python -m ipykernel_launcher` in that folder
+        random.seed()
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed()
+        from ipykernel.kernelapp import IPKernelApp
+        sys.argv = [os.path.join(os.path.dirname(importlib.import_module("ipykernel").__file__),
+                                 os.pardir, "ipykernel_launcher.py"), *job["argv"]]
+        app = IPKernelApp.instance()
+        app.initialize(job["argv"])
+        # modules imported before the shell existed register with it now, as at a first import
+        widgets = sys.modules.get("ipywidgets")
+        if widgets is not None and hasattr(widgets, "_handle_ipython"):
+            widgets._handle_ipython()
+        app.start()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def keeper(job, report):
+    """Between the template and the kernel: joins the sandbox, forks the kernel, reports its pid,
+    waits for it. Never returns."""
+    try:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if job.get("join", True):
+            join_sandbox(job["ns_pid"])
+        pid = os.fork()
+        if pid == 0:
+            os.close(report)
+            run_kernel(job)
+        os.write(report, json.dumps({"pid": pid}).encode())
+        os.close(report)
+        os.closerange(3, 1 << 16)
+        os.waitpid(pid, 0)
+        os._exit(0)
+    except BaseException as exc:
+        try:
+            os.write(report, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
+        finally:
+            os._exit(1)
+
+
+def fork_kernel(job):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        keeper(job, w)
+    os.close(w)
+    chunks = []
+    while chunk := os.read(r, 65536):
+        chunks.append(chunk)
+    os.close(r)
+    try:
+        return json.loads(b"".join(chunks))
+    except ValueError:
+        return {"error": "the keeper ended without a word"}
+
+
+def reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def main():
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)     # gone with the grader
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)                   # no ptrace, no /proc/<pid>/mem
+    if os.geteuid() == 0:
+        os.setgroups([])                                      # a root grader's groups stay here
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr
+    warm()
+    wire.write(out, {"status": "ready", "pid": os.getpid()})
+    while (job := wire.read(inp)) is not None:
+        reap()
+        wire.write(out, fork_kernel(job))
+
+
+if __name__ == "__main__":
+    main()
