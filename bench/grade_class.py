@@ -24,8 +24,7 @@ from pathlib import Path
 import psutil
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import submissions as subs  # noqa: E402
+from tinygpt_course.testing import submissions as subs
 
 
 def children_cpu():

@@ -11,23 +11,20 @@
     python docs/make_guide.py            # rewrite docs/teachers-guide.md
     python docs/make_guide.py --check    # exit 1 if it is not current (tests/test_guide.py)
 
-The catalogues: tests/catalogue/ (multihead) and tests/catalogue_gpt/ (gpt), one answer per file
-with `# expect:` and `# why:`; for head and block, the WRONG list of tests/test_lessons_head_block.py.
+The catalogues: tests/catalogue/<lesson>/, one answer per file with its `# expect:` and `# why:`
+(read by tinygpt_course.testing.catalogue).
 """
 import argparse
 import contextlib
-import importlib
 import io
 import json
 import math
 import re
 import sys
-from pathlib import Path
 
-import nbformat
+from tinygpt_course.testing import catalogue, notebooks
+from tinygpt_course.testing.course import REPO
 
-REPO = Path(__file__).resolve().parents[1]
-TESTS = REPO / "tests"
 GUIDE = REPO / "docs" / "teachers-guide.md"
 MEASURED = REPO / "docs" / "measured.json"
 
@@ -64,62 +61,19 @@ def lessons_in_order():
     return [(lesson, cls, teaches) for _, lesson, cls, teaches in rows]
 
 
-def source(lesson):
-    return REPO / "source" / lesson / f"{lesson}.ipynb"
-
-
-def points(lesson):
-    """{check id: points} from the source notebook's test cells, in notebook order."""
-    nb = nbformat.read(source(lesson), 4)
-    return {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"] for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata.nbgrader.get("solution")}
-
-
-def parse_catalogue(path):
-    text = path.read_text()
-    head = dict(re.findall(r"^# (expect|why|notebook): (.*)$", text, re.M))
-    answer = "\n".join(ln for ln in text.splitlines() if not re.match(r"# (expect|why|notebook):", ln))
-    return head["why"], head.get("notebook"), answer.strip("\n")
-
-
 def wrong_answers(lesson):
-    """(what the answer does, its code) for the lesson's catalogue of wrong answers that run as
-    plain Python (crashes, tampering and notebook surgery are the grading pipeline's business)."""
-    folder = {"multihead": TESTS / "catalogue", "gpt": TESTS / "catalogue_gpt"}.get(lesson)
-    if folder is not None:
-        out = []
-        for path in sorted(folder.glob("*.py")):
-            why, transform, answer = parse_catalogue(path)
-            if transform or why.startswith(("right", "crash", "tampering", "attack", "spoof")):
-                continue
-            out.append((why, answer))
-        return out
-    sys.path.insert(0, str(TESTS))
-    try:
-        hb = importlib.import_module("test_lessons_head_block")
-    finally:
-        sys.path.remove(str(TESTS))
-    answers = {}   # one entry per distinct answer (WRONG lists some twice, for two checks)
-    for lsn, what, old, new, *_ in hb.WRONG:
-        if lsn == lesson:
-            answers.setdefault(hb.wrong_answer(lesson, old, new), what)
-    return [(what, answer) for answer, what in answers.items()]
+    """(what the answer does, its code) for the lesson's catalogue mistakes that run as plain
+    Python (crashes, tampering and notebook surgery are the grading pipeline's business)."""
+    return [(a.why, a.code) for a in catalogue.answers(lesson) if a.plain and a.sort == "mistake"]
 
 
 def feedback(lesson, answer):
     """{check id: (passed, the message the learner reads)}, as the learner's kernel judges it."""
     from tinygpt_course.checks import notebook
     from tinygpt_course.checks.protocol import load_lesson
-    from tinygpt_course.grading.lesson import read_lesson
     les = load_lesson(lesson)
-    ns = {"__name__": "__lesson__"}
+    ns = notebooks.namespace(lesson, answer)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        for code in read_lesson(source(lesson)).setup:
-            exec(code, ns)
-        try:
-            exec(answer, ns)
-        except Exception:
-            pass
         verdicts = {c: notebook.verdict(les, c, ns) for c in les.checks}
     return {c: (v.passed, f"[{les.checks[c]}] {v.message}") for c, v in verdicts.items()}
 
@@ -146,7 +100,7 @@ def render():
            "how to release, grade and export the grades.", "",
            "| # | lesson | learners write | checks (points) | estimated time |", "|---|---|---|---|---|"]
     for i, (lesson, cls, _) in enumerate(lessons, 1):
-        pts = points(lesson)
+        pts = notebooks.points(lesson)
         out.append(f"| {i} | {lesson} | `{cls}` | {len(pts)} ({sum(pts.values())}) | "
                    f"{estimate(measured['lessons'][lesson])} min |")
     out += ["", "## Where the time estimates come from", "",
@@ -179,7 +133,7 @@ def render():
             "when nbgrader runs the notebook (`NBGRADER_EXECUTION` is set), and its checks use fixed "
             "weights, never a trained model: grading does not train.", ""]
     for i, (lesson, cls, teaches) in enumerate(lessons, 1):
-        pts = points(lesson)
+        pts = notebooks.points(lesson)
         from tinygpt_course.checks.protocol import load_lesson
         les = load_lesson(lesson)
         out += [f"## Lesson {i}: {lesson}", "", f"Learners complete `{cls}` in `release/{lesson}/{lesson}.ipynb`. "
@@ -193,8 +147,6 @@ def render():
                 "(`✗ check '...': 0 of N points`, then the message).", ""]
         for what, answer in wrong_answers(lesson):
             fb = feedback(lesson, answer)
-            if all(passed for passed, _ in fb.values()):
-                continue          # a right answer (the catalogue's reference, say): no mistake to show
             got = sum(p for c, p in pts.items() if fb[c][0])
             out.append(f"* **{what}** ({got} of {sum(pts.values())} points)")
             for c, (passed, message) in fb.items():

@@ -5,16 +5,15 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tinygpt_course.testing.course import REPO as ROOT, free_port
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -34,12 +33,6 @@ def browser_skip_reason():
     if not os.path.exists(CHROMIUM) and os.environ.get("CI", "").lower() != "true":
         return f"{CHROMIUM} is missing (apt-get install chromium, or run `bash course.sh test`)"
     return None
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_server(url, proc, log, timeout=120):

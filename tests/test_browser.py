@@ -4,32 +4,17 @@ not the static PNG twin), moves the slider, and nbgrader's Validate button repor
 with three typical mistakes, Run All reaches the checks and Validate names each mistake."""
 import base64
 import re
-from pathlib import Path
 
-import nbformat
+from tinygpt_course.checks.notebook import documented
+from tinygpt_course.testing import catalogue, notebooks
 
 # lab, page, screenshots; skipped only without /usr/bin/chromium outside CI (CI=true must run it)
 pytest_plugins = [f"{__package__}.conftest_browser" if __package__ else "conftest_browser"]
 
-ROOT = Path(__file__).resolve().parents[1]
-SOLUTION = re.compile(r"^\s*### (BEGIN|END) SOLUTION\n", re.M)
-
-
-def lesson_cell(path, grade_id):
-    nb = nbformat.read(path, as_version=4)
-    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-
-
-def reference_answer():
-    """The source notebook's solution cell without nbgrader's solution markers."""
-    return SOLUTION.sub("", lesson_cell(ROOT / "source/multihead/multihead.ipynb", "multihead").source)
-
-
 def printout_lines():
     """The nine lines the lesson says the runner prints (its 'What you should see' block)."""
-    md = lesson_cell(ROOT / "release/multihead/multihead.ipynb", "printout_md").source
-    lines = re.search(r"```\n(.*?)```", md, re.S).group(1).strip().splitlines()
-    assert len(lines) == 9, lines
+    lines = notebooks.fenced(notebooks.cell(notebooks.release_path("multihead"), "printout_md").source)
+    assert lines == list(documented("multihead")) and len(lines) == 9, lines
     return lines
 
 
@@ -78,7 +63,7 @@ def test_learner_sees_and_moves_the_attention_explorer(lab, page, screenshots):
     answer = cells.nth(next(i for i, t in enumerate(texts) if "raise NotImplementedError()" in t))
     answer.locator(".cm-content").click()
     page.keyboard.press("Control+a")
-    page.keyboard.insert_text(reference_answer())
+    page.keyboard.insert_text(notebooks.solution("multihead"))
     expect(answer.locator(".cm-content")).to_contain_text("torch.cat(")
     expect(answer.locator(".cm-content")).not_to_contain_text("NotImplementedError")
 
@@ -136,11 +121,6 @@ MISTAKES = [
 ]
 
 
-def catalogue_answer(stem):
-    from test_catalogue import CATALOGUE, parse
-    return parse(next(p for p in CATALOGUE if p.stem == stem))[3]
-
-
 def squashed(locator):
     return " ".join(locator.inner_text().split())
 
@@ -167,7 +147,7 @@ def test_mistakes_run_all_reaches_the_checks_and_validate_names_them(lab, page, 
     for stem, runner_says, failing, validate_says in MISTAKES:
         answer.locator(".cm-content").click()
         page.keyboard.press("Control+a")
-        page.keyboard.insert_text(catalogue_answer(stem))
+        page.keyboard.insert_text(catalogue.answer("multihead", stem).code)
         expect(answer.locator(".cm-content")).not_to_contain_text("NotImplementedError")
         page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Edit$")).click()
         page.locator(".lm-Menu-item", has_text="Clear Outputs of All Cells").first.click()

@@ -1,5 +1,6 @@
-"""Tests of the tests: every answer in tests/catalogue/ graded by the real `nbgrader autograde`
-with the course's configuration, in one class run, against its expected score per check."""
+"""Tests of the tests: every answer in tests/catalogue/multihead/ graded by the real `nbgrader
+autograde` with the course's configuration, in one class run, against its expected score per
+check; the attacks among them stopped by the sandbox, and shown to work without it."""
 import hashlib
 import html
 import json
@@ -7,23 +8,17 @@ import os
 import re
 import sqlite3
 import subprocess
-from pathlib import Path
 
 import nbformat
 import pytest
 
-from conftest import BIN, grade_id, make_course, nbgrader, run_env, scores, with_answer
+from tinygpt_course.testing import catalogue
+from tinygpt_course.testing.course import BIN, env, make_course, nbgrader, scores
+from tinygpt_course.testing.notebooks import grade_id, marked_lines, source_path, with_answer
 
-CATALOGUE = sorted((Path(__file__).parent / "catalogue").glob("*.py"))
+CATALOGUE = catalogue.answers("multihead")
+BY_NAME = {a.name: a for a in CATALOGUE}
 TEST_CONFIG = "c.RobustExecute.timeout = 20\nc.IndependentChecks.timeout = 40\n"
-
-
-def parse(path):
-    text = path.read_text()
-    head = dict(re.findall(r"^# (expect|why|notebook): (.*)$", text, re.M))
-    expect = {k: float(v) for k, v in (kv.split("=") for kv in head["expect"].split())}
-    answer = "\n".join(ln for ln in text.splitlines() if not re.match(r"# (expect|why|notebook):", ln))
-    return expect, head["why"], head.get("notebook"), answer.strip("\n")
 
 
 SPOOFER_UID = 4242   # not the grader, not a user named like any student
@@ -59,10 +54,6 @@ def submit(course, student, answer, transform):
     nbformat.write(nb, folder / name)
 
 
-def kind(path):
-    return parse(path)[1].split(":")[0]
-
-
 def trusted_state(course):
     """Every trusted file's inode, times and content: a rewrite with the same bytes shows too."""
     paths = sorted((course / "source").rglob("*")) + [course / "nbgrader_config.py"]
@@ -84,15 +75,14 @@ def leftover_processes(course):
     return found
 
 
-def run_class(course, paths):
-    for path in paths:
-        _, _, transform, answer = parse(path)
-        submit(course, path.stem, answer, transform)
+def run_class(course, answers):
+    for a in answers:
+        submit(course, a.name, a.code, a.notebook)
     before = trusted_state(course)
     # output to files, not pipes: without the sandbox a leftover process would hold a pipe open
     with open(course / "autograde.out", "w+") as out, open(course / "autograde.err", "w+") as err:
         code = subprocess.run([str(BIN / "nbgrader"), "autograde", "multihead", "--create"], cwd=course,
-                              env=run_env(), stdout=out, stderr=err, timeout=3600).returncode
+                              env=env(), stdout=out, stderr=err, timeout=3600).returncode
     run = subprocess.CompletedProcess([], code, (course / "autograde.out").read_text(),
                                       (course / "autograde.err").read_text())
     leftovers = leftover_processes(course)
@@ -107,16 +97,20 @@ def graded(tmp_path_factory):
 
 
 def test_catalogue_has_every_kind():
-    kinds = {kind(p) for p in CATALOGUE}
-    assert {"tampering", "attack", "spoofed"} <= kinds, kinds
-    assert sum("_right_" in p.stem for p in CATALOGUE) >= 5
-    attacks = " ".join(p.stem for p in CATALOGUE if kind(p) == "attack")
+    sorts = {a.sort for a in CATALOGUE}
+    assert {"right", "mistake", "crash", "tampering", "attack", "spoofed"} <= sorts, sorts
+    right = {a.name for a in CATALOGUE if a.sort == "right"}
+    assert {"01_right_comprehension", "02_right_loop_append", "03_right_concat_dim2", "04_right_proj_first",
+            "05_right_stray_random"} <= right, right
+    attacks = " ".join(a.name for a in CATALOGUE if a.sort == "attack")
     for what in ("gradebook_own", "gradebook_others", "detached_gradebook", "detached_sleeper", "rewrite_source",
                  "print_hidden", "replay_reference", "dirfd_source"):
         assert what in attacks, what
+    notebooks = {a.notebook for a in CATALOGUE if a.notebook}
+    assert notebooks == {"invalid-json", "rename", "delete-tests", "duplicate-tests", "markdown-answer", "spoof"}
 
 
-GRADED = [p for p in CATALOGUE if kind(p) != "spoofed"]
+GRADED = [a for a in CATALOGUE if a.sort != "spoofed"]
 
 
 def test_class_run_finishes(graded):
@@ -125,16 +119,15 @@ def test_class_run_finishes(graded):
     # nbgrader exits 1 because it refused the spoofed submission, and for nothing else
     assert run.returncode == 1 and failed == ["41_spoofed_submission"], run.stderr[-3000:]
     assert feedback.returncode == 0, feedback.stderr[-3000:]
-    for path in GRADED:   # every learner has an autograded copy and feedback
-        assert (course / "autograded" / path.stem / "multihead" / "multihead.ipynb").exists(), path.stem
-        assert (course / "feedback" / path.stem / "multihead" / "multihead.html").exists(), path.stem
+    for a in GRADED:   # every learner has an autograded copy and feedback
+        assert (course / "autograded" / a.name / "multihead" / "multihead.ipynb").exists(), a.name
+        assert (course / "feedback" / a.name / "multihead" / "multihead.html").exists(), a.name
 
 
-@pytest.mark.parametrize("path", CATALOGUE, ids=[p.stem for p in CATALOGUE])
-def test_expected_score(graded, path):
-    expect, why, _, _ = parse(path)
-    got = scores(graded["course"], "multihead", path.stem)
-    assert {k: got.get(k, 0.0) or 0.0 for k in expect} == expect, why
+@pytest.mark.parametrize("answer", CATALOGUE, ids=[a.name for a in CATALOGUE])
+def test_expected_score(graded, answer):
+    got = scores(graded["course"], "multihead", answer.name)
+    assert {k: got.get(k, 0.0) or 0.0 for k in answer.expect} == answer.expect, answer.why
 
 
 def test_spoofed_submission_is_not_graded(graded):
@@ -157,41 +150,25 @@ def test_tampering_scores_below_full_and_is_flagged(graded):
     from nbgrader.api import Gradebook
     course = graded["course"]
     with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
-        for path in CATALOGUE:
-            if kind(path) in ("tampering", "attack") and "right answer" not in parse(path)[1]:
-                sub = gb.find_submission("multihead", path.stem)
-                assert sub.score < sub.max_score, path.stem
+        for a in CATALOGUE:
+            if a.sort in ("tampering", "attack") and "right answer" not in a.why:
+                sub = gb.find_submission("multihead", a.name)
+                assert sub.score < sub.max_score, a.name
         flagged = gb.find_comment("multihead", "multihead", "multihead", "23_tamper_allclose")
         assert flagged.auto_comment and "FLAGGED" in flagged.auto_comment
         right = gb.find_comment("multihead", "multihead", "multihead", "01_right_comprehension")
         assert not (right.auto_comment or "").startswith("FLAGGED")
 
 
-def hidden_lines():
-    src = nbformat.read(Path(__file__).parents[1] / "source/multihead/multihead.ipynb", as_version=4)
-    lines = set()
-    for cell in src.cells:
-        for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S):
-            lines |= {ln.strip() for ln in block.splitlines() if ln.strip()}
-    assert lines
-    return lines
-
-
-def solution_lines():
-    src = nbformat.read(Path(__file__).parents[1] / "source/multihead/multihead.ipynb", as_version=4)
-    cell = next(c for c in src.cells if c.metadata.get("nbgrader", {}).get("solution"))
-    block = re.search(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.S).group(1)
-    return {ln.strip() for ln in block.splitlines() if ln.strip()}
-
-
 def test_feedback_never_shows_a_hidden_line(graded):
-    course = graded["course"]
-    for path in GRADED:
-        own = parse(path)[3]   # the learner's own code may hold lines like the solution's
-        lines = hidden_lines() | {ln for ln in solution_lines() if ln not in own}
-        page = html.unescape(re.sub(r"<[^>]+>", "", (course / "feedback" / path.stem / "multihead" / "multihead.html").read_text()))
+    course, source = graded["course"], nbformat.read(source_path("multihead"), as_version=4)
+    hidden, solution = marked_lines(source, "HIDDEN TESTS"), marked_lines(source, "SOLUTION")
+    assert hidden and solution
+    for a in GRADED:   # the learner's own code may hold lines like the solution's
+        lines = hidden | {ln for ln in solution if ln not in a.code}
+        page = html.unescape(re.sub(r"<[^>]+>", "", (course / "feedback" / a.name / "multihead" / "multihead.html").read_text()))
         leaked = [ln for ln in lines if ln in page]
-        assert not leaked, (path.stem, leaked)
+        assert not leaked, (a.name, leaked)
         assert "BEGIN HIDDEN TESTS" not in page
 
 
@@ -209,12 +186,15 @@ def test_the_attacks_work_without_the_sandbox(tmp_path):
     """The defence is what stops them: with c.Sandbox.enabled = False the same answers reach the
     gradebook, the source notebook and outlive grading."""
     course = make_course(tmp_path / "unsandboxed", extra_config=TEST_CONFIG + "c.Sandbox.enabled = False\n")
-    attacks = [p for p in CATALOGUE if p.stem.split("_", 1)[1] in
-               ("attack_gradebook_own", "attack_detached_sleeper", "attack_rewrite_source")]
+    attacks = [BY_NAME[n] for n in ("33_attack_gradebook_own", "36_attack_detached_sleeper", "37_attack_rewrite_source")]
     result = run_class(course, attacks)
     try:
-        with sqlite3.connect(course / "gradebook.db") as db:
-            assert db.execute("SELECT count(*) FROM grade WHERE manual_score IS NOT NULL").fetchone()[0] > 0
+        with sqlite3.connect(course / "gradebook.db") as db:   # the attacker's own grades, every one
+            manual = db.execute("SELECT a.student_id, count(*) FROM grade g "
+                                "JOIN submitted_notebook n ON g.notebook_id = n.id "
+                                "JOIN submitted_assignment a ON n.assignment_id = a.id "
+                                "WHERE g.manual_score IS NOT NULL GROUP BY a.student_id").fetchall()
+        assert manual == [("33_attack_gradebook_own", len(BY_NAME["33_attack_gradebook_own"].expect))], manual
         assert any("sleep 2718281" in cmd for _, _, cmd in result["leftovers"])
         assert result["trusted_after"] != result["trusted_before"]
         assert "UNSANDBOXED" in result["run"].stderr

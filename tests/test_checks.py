@@ -1,56 +1,32 @@
-"""The checks in the learner's own kernel (what the runner, the numbers note and the visible
-checks say while they work), run here in one process, fast: every plain catalogue answer passes
-and fails exactly the checks its expectation names, a failing check names the mistake in one
-short paragraph, the runner never lets an error out, and the defences (runner failure, a printed
-line that differs, a name that is missing, a step that never ends) each fail a check."""
+"""The multihead checks in the learner's own kernel (what the runner, the numbers note and the
+visible checks say while they work), run here in one process, fast: the runner never lets an
+error out and says what went wrong, the numbers note speaks about the printed lines only, and
+the defences (runner failure, a printed line that differs, a name that is missing, a step that
+never ends) each fail a check. Every catalogue answer's verdicts and diagnoses, in the kernel and
+in grading, are tests/test_catalogue_checks.py's."""
 import contextlib
 import io
-import re
 
-import nbformat
 import pytest
 import torch
 
-from conftest import REPO
-from test_catalogue import CATALOGUE, parse
 from tinygpt_course.checks import WIDTH, CheckFailed, notebook
+from tinygpt_course.testing import catalogue, notebooks
 
-SOURCE = nbformat.read(REPO / "source" / "multihead" / "multihead.ipynb", 4)
-# answers that run as plain Python in one process (no crash, no IPython, no notebook surgery)
-PLAIN = [p for p in CATALOGUE if parse(p)[2] is None
-         and not parse(p)[1].startswith(("crash", "tampering", "attack", "spoof"))]
+SOURCE = notebooks.source_path("multihead")
+RUNNER = ["07_wrong_dim", "08_summed", "10_no_proj", "13_head_run_twice", "17_unanswered", "19_exception"]
 
 
 def cell(grade_id):
-    return next(c for c in SOURCE.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-
-
-def setup_sources(nb=SOURCE):
-    """The code cells above the answer cell that are not graded: the lesson's set-up."""
-    sources = []
-    for c in nb.cells:
-        meta = c.metadata.get("nbgrader", {})
-        if meta.get("solution"):
-            return sources
-        if c.cell_type == "code" and not meta.get("grade"):
-            sources.append(c.source)
-    raise AssertionError("no answer cell")
+    return notebooks.cell(SOURCE, grade_id)
 
 
 def answer_of(stem):
-    return parse(next(p for p in CATALOGUE if p.stem == stem))[3]
+    return catalogue.answer("multihead", stem).code
 
 
 def lesson_namespace(answer):
-    ns = {"__name__": "__lesson__"}
-    with contextlib.redirect_stdout(io.StringIO()):
-        for code in setup_sources():
-            exec(code, ns)
-    try:
-        exec(answer, ns)
-    except NotImplementedError:
-        pass
-    return ns
+    return notebooks.namespace("multihead", answer)
 
 
 def run_cell(grade_id, ns):
@@ -72,45 +48,12 @@ def check(ns, name):
         return False, str(failed)
 
 
-@pytest.mark.parametrize("path", PLAIN, ids=[p.stem for p in PLAIN])
-def test_in_kernel_verdicts_match_the_catalogue(path):
-    expect, why, _, answer = parse(path)
-    ns = lesson_namespace(answer)
-    run_cell("runner", ns)        # never raises: a failing step says why and goes on
-    for name, points in expect.items():
-        passed, text = check(ns, name)
-        assert passed == (points > 0), f"{path.stem}: check {name} {'passed' if passed else 'failed'} ({why}): {text}"
-
-
-@pytest.mark.parametrize("stem, check_id, words", [
-    ("06_plain_list", "weight_count", "1056 weights to learn, not 4128"),
-    ("11_proj_no_bias", "weight_count", "not 4096"),
-    ("09_head_size_32", "shapes", "Use Head(16)"),
-    ("10_no_proj", "shapes", "no self.proj"),
-    ("13_head_run_twice", "out_is_proj", "ran the heads [1, 1]"),
-    ("15_relu_after", "out_is_proj", "extra ReLU after"),
-    ("16_tanh_before", "out_is_proj", "extra tanh before"),
-    ("17_unanswered", "shapes", "still unanswered"),
-    ("07_wrong_dim", "shapes", "wrong dimension")])
-def test_diagnosis_names_the_mistake_in_one_short_paragraph(stem, check_id, words):
-    ns = lesson_namespace(answer_of(stem))
-    with pytest.raises(CheckFailed) as failed:
-        ns["checks"].check(check_id, ns["MultiHead"], ns["Head"], ns["embed"], ns["xb"])
-    assert words in " ".join(str(failed.value).split())
-    shown = failed.value._render_traceback_()    # what IPython shows (and Validate quotes)
-    assert all(len(line) <= WIDTH for line in shown), shown
-    assert " ".join(" ".join(shown).split()) == "Check failed: " + " ".join(str(failed.value).split())
-    assert not any(re.search(r"File |\.py|site-packages|Traceback", line) for line in shown), shown
-
-
-@pytest.mark.parametrize("stem, words", [
-    ("07_wrong_dim", "wrong dimension"), ("08_summed", "added or averaged"),
-    ("10_no_proj", "no self.proj"), ("13_head_run_twice", "kept no attention weights"),
-    ("17_unanswered", "still unanswered"), ("19_exception", "not today")])
-def test_runner_says_what_went_wrong_and_goes_on(stem, words):
-    ns = lesson_namespace(answer_of(stem))
+@pytest.mark.parametrize("stem", RUNNER)
+def test_runner_says_what_went_wrong_and_goes_on(stem):
+    answer = catalogue.answer("multihead", stem)
+    ns = lesson_namespace(answer.code)
     printed = run_cell("runner", ns)
-    assert "\u2717" in printed and words in " ".join(printed.split()), printed
+    assert "\u2717" in printed and answer.runner in " ".join(printed.split()), printed
     assert all(len(line) <= WIDTH for line in printed.splitlines() if line.startswith("\u2717"))
     assert "weights to learn" in printed or "unanswered" in printed or "not today" in printed
     note = run_cell("numbers_note", ns)
@@ -185,18 +128,17 @@ def test_a_missing_class_names_the_syntax_error():
 
 
 def test_an_endless_loop_is_stopped_and_named(monkeypatch):
-    monkeypatch.setattr(notebook, "STEP_SECONDS", 1)
+    monkeypatch.setattr(notebook, "STEP_SECONDS", 0.5)
     monkeypatch.setattr(notebook, "_too_slow", [])
     ns = lesson_namespace(answer_of("20_endless_loop"))
     printed = " ".join(run_cell("runner", ns).split())
-    assert "did not finish within 1 seconds" in printed and "weights to learn: 4128" in printed
+    assert "did not finish within 0.5 seconds" in printed and "weights to learn: 4128" in printed
     passed, text = check(ns, "shapes")
-    assert not passed and "did not finish within 1 seconds" in " ".join(text.split())
+    assert not passed and "did not finish within 0.5 seconds" in " ".join(text.split())
 
 
 def test_printout_data_is_the_documented_block():
-    assert list(notebook.documented("multihead")) == notebook.documented_in(
-        REPO / "source" / "multihead" / "multihead.ipynb"), (
+    assert list(notebook.documented("multihead")) == notebook.documented_in(SOURCE), (
         "run `python -m tinygpt_course.checks.notebook multihead` and commit printout.txt")
 
 

@@ -15,10 +15,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from tinygpt_course.classroom.lock import install_gradebook_lock
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "bench"))
-import submissions as subs  # noqa: E402  (bench/submissions.py: makes the class)
+from tinygpt_course.testing import submissions as subs
 
 ROSTER = {"ann": "right", "bob": "plainlist", "cat": "notjson", "abe": "badmeta"}
 GRADED = ["ann", "bob", "cat"]     # abe (graded first) handed in one nbgrader cannot grade

@@ -10,13 +10,14 @@ import math
 import os
 import re
 import time
-from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "trained_heads.ipynb"
+from tinygpt_course.testing.course import REPO
+from tinygpt_course.testing.notebooks import execute
+
+NOTEBOOK = REPO / "notebooks" / "trained_heads.ipynb"
 STEPS = 300
 KEYS = ["letter before", "start of name", "itself", "\\n before name", "even spread"]
 
@@ -62,8 +63,7 @@ def run():
     nb.cells.append(nbformat.v4.new_code_cell(RECOMPUTE))
     env = dict(os.environ, TINYGPT_STEPS=str(STEPS), OMP_NUM_THREADS="1")
     started = time.monotonic()
-    NotebookClient(nb, timeout=180, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute(env=env)
+    execute(nb, NOTEBOOK.parent, env=env)
     seconds = time.monotonic() - started
     last = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.output_type == "stream")
     rec = json.loads(last.split("@@RESULT@@", 1)[1])

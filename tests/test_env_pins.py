@@ -1,9 +1,8 @@
 """environment.yml repeats pyproject.toml's pins (the one list): they must agree."""
 import re
 import tomllib
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tinygpt_course.testing.course import REPO
 
 
 def pins_pyproject():

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from conftest import REPO
+from tinygpt_course.testing.course import REPO
 
 TEACHER, SQUATTER = (64001, 64001), 64002     # uids no account uses: only ownership matters here
 

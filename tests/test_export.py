@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from conftest import REPO, make_course, nbgrader, scores
+from tinygpt_course.testing.course import REPO, make_course, nbgrader, scores
 
 PLUGIN = 'c.ExportApp.plugin_class = "tinygpt_course.export.CanvasCsvExport"\n'
 

@@ -30,8 +30,7 @@ def overlaps(db, locked):
     return any(b[0] < a[1] for a, b in zip(got, got[1:]))
 
 
-def test_workers_take_turns_only_with_the_lock(tmp_path):
-    db = f"sqlite:///{tmp_path}/gradebook.db"
-    Gradebook(db).close()                               # create it once
+def test_workers_take_turns_only_with_the_lock(empty_gradebook):
+    db = empty_gradebook
     assert not overlaps(db, locked=True)
     assert overlaps(db, locked=False)                  # the lock is what serialises them

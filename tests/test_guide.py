@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from conftest import REPO
+from tinygpt_course.testing import catalogue, notebooks
+from tinygpt_course.testing.course import REPO
 
 GUIDE = REPO / "docs" / "teachers-guide.md"
 
@@ -35,10 +36,11 @@ def test_every_lesson_has_objectives_checks_and_mistakes(rendered, make_guide):
     for i, lesson in enumerate(lessons, 1):
         section = rendered.split(f"## Lesson {i}: {lesson}\n", 1)[1].split("\n## ", 1)[0]
         assert "**Learning objectives.**" in section and make_guide.OBJECTIVES[lesson][0] in section
-        for check in make_guide.points(lesson):
+        for check in notebooks.points(lesson):
             assert f"| `{check}` |" in section
         mistakes = re.findall(r"^\* \*\*(.+?)\*\* \((\d+) of (\d+) points\)$", section, re.M)
-        assert len(mistakes) >= 3, lesson
+        expected = {a.why: int(sum(a.expect.values())) for a in catalogue.answers(lesson) if a.plain and a.sort == "mistake"}
+        assert {why: int(got) for why, got, _ in mistakes} == expected, lesson   # the catalogue's scores
         assert all(int(got) < int(total) for _, got, total in mistakes), "a listed mistake lost no point"
 
 

@@ -25,7 +25,6 @@ import os
 import pwd
 import re
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-import hub_helpers as hh
+from tinygpt_course.testing import hub as hh
 
 REPO = hh.REPO
 SHOTS = REPO / "screenshots"

@@ -3,30 +3,27 @@ import re
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from conftest import REPO, SPEC, nbgrader, scores
+from tinygpt_course.checks.notebook import documented_in
+from tinygpt_course.testing import notebooks
+from tinygpt_course.testing.course import REPO, nbgrader, scores, submit
 
-SOURCE = REPO / "source" / "multihead" / "multihead.ipynb"
+SOURCE = notebooks.source_path("multihead")
+SPEC = REPO / "tests" / "data" / "multihead-spec-printout.md"   # the spec's printout, copied in
 DATA_FREE = ("h:", "out:", "each head gives:", "out is proj", "change position 7:", "weights to learn:")
 
 
 def documented():
-    nb = nbformat.read(SOURCE, 4)
-    cell = next(c for c in nb.cells if "What you should see" in c.source)
-    return re.search(r"```\n(.*?)\n```", cell.source, re.S).group(1).splitlines()
+    return documented_in(SOURCE)
 
 
 @pytest.fixture(scope="module")
 def executed():
-    nb = nbformat.read(SOURCE, 4)
-    NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(SOURCE.parent)}}).execute()
-    return nb
+    return notebooks.execute(SOURCE, SOURCE.parent)
 
 
 def printout(nb):
-    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "runner")
-    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream").splitlines()
+    return notebooks.printed(notebooks.cell(nb, "runner")).splitlines()
 
 
 def test_source_validates(course):
@@ -65,13 +62,12 @@ def test_checks_pass_in_the_executed_notebook(executed):
 
 
 def test_numbers_note_says_the_lines_are_the_documented_ones(executed):
-    note = next(c for c in executed.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "numbers_note")
-    assert "".join(o.get("text", "") for o in note.outputs).strip() == "\u2713 your 9 lines are the documented ones."
+    note = notebooks.printed(notebooks.cell(executed, "numbers_note"))
+    assert note.strip() == "\u2713 your 9 lines are the documented ones."
 
 
 def cell_text(grade_id):
-    nb = nbformat.read(SOURCE, 4)
-    return " ".join(next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id).source.split())
+    return " ".join(notebooks.cell(SOURCE, grade_id).source.split())
 
 
 def test_rounding_claim_is_what_the_printed_weights_add_up_to():
@@ -95,11 +91,8 @@ def test_weight_counts_in_the_narrative_are_the_layers_counts():
 
 
 def test_reference_full_marks_blank_zero_feedback_html(course):
-    import shutil
     for student, nb in (("reference", SOURCE), ("blank", course / "release" / "multihead" / "multihead.ipynb")):
-        dest = course / "submitted" / student / "multihead"
-        dest.mkdir(parents=True, exist_ok=True)
-        shutil.copy(nb, dest / "multihead.ipynb")
+        submit(course, student, "multihead", nb)
     nbgrader(course, "autograde", "multihead", "--create", "--force")
     ref, blank = scores(course, "multihead", "reference"), scores(course, "multihead", "blank")
     assert sum(ref.values()) == 7 and all(v > 0 for v in ref.values()), ref
@@ -116,7 +109,7 @@ def test_claims_across_lessons_hold():
     head, multihead, block = (notebook.documented(lesson) for lesson in ("head", "multihead", "block"))
     takes = lambda lines, start: next(ln.split(" takes ")[1] for ln in lines if ln.startswith(start))  # noqa: E731
     assert takes(head, "position 7 takes") == takes(multihead, "head 1 at position 7 takes")
-    head_md = nbformat.read(REPO / "source" / "head" / "head.ipynb", 4)
+    head_md = nbformat.read(notebooks.source_path("head"), 4)
     assert any("head 1's numbers in the next lesson" in " ".join(c.source.split()) for c in head_md.cells)
     count = next(ln for ln in multihead if ln.startswith("weights to learn:")).split(": ")[1]
     assert f"| attention {count} |" in next(ln for ln in block if ln.startswith("weights to learn:"))

@@ -11,11 +11,12 @@ import re
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from conftest import REPO
+from tinygpt_course.testing import notebooks
+from tinygpt_course.testing.course import REPO, nbgrader
+from tinygpt_course.testing.notebooks import cell, execute, fenced, source_path
 
-SOURCE = REPO / "source" / "gpt" / "gpt.ipynb"
+SOURCE = source_path("gpt")
 
 DUMP = r'''
 import json as _json
@@ -31,29 +32,20 @@ print("@@RESULT@@" + _json.dumps({
 '''
 
 
-def grade_id(c):
-    return c.metadata.get("nbgrader", {}).get("grade_id")
-
-
-def cell(nb, gid):
-    return next(c for c in nb.cells if grade_id(c) == gid)
-
-
 def documented(nb, gid):
     """The lines of the ``` block in markdown cell gid."""
-    return re.search(r"```\n(.*?)\n```", cell(nb, gid).source, re.S).group(1).splitlines()
+    return fenced(cell(nb, gid).source)
 
 
 def printed(nb, gid):
-    return "".join(o.get("text", "") for o in cell(nb, gid).outputs if o.output_type == "stream").splitlines()
+    return notebooks.printed(cell(nb, gid)).splitlines()
 
 
 @pytest.fixture(scope="module")
 def run():
     nb = nbformat.read(SOURCE, 4)
     nb.cells.append(nbformat.v4.new_code_cell(DUMP))
-    NotebookClient(nb, timeout=900, kernel_name="python3",
-                   resources={"metadata": {"path": str(SOURCE.parent)}}).execute()
+    execute(nb, SOURCE.parent, timeout=900)
     rec = json.loads("".join(o.get("text", "") for o in nb.cells[-1].outputs).split("@@RESULT@@", 1)[1])
     return nb, rec
 
@@ -138,7 +130,6 @@ def test_progress_bar_and_loss_plot(run):
 def test_validate_passes_the_source_and_names_the_blank(tmp_path):
     """nbgrader validate (what the Validate button runs; the training cell trains nothing then)."""
     import shutil
-    from conftest import nbgrader
     shutil.copy(REPO / "nbgrader_config.py", tmp_path)
     ok = nbgrader(tmp_path, "validate", str(SOURCE), check=False)
     assert "Success" in ok.stdout, ok.stdout[-2000:] + ok.stderr[-2000:]

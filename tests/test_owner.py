@@ -6,12 +6,14 @@ checked without creating users. Needs root (to chown), like CI.
 import os
 import pwd
 import shutil
+import subprocess
 
 import nbformat
 import pytest
 
-from conftest import make_course, nbgrader
 from tinygpt_course.grading.owner import owner_problem
+from tinygpt_course.testing.course import BIN, env, make_course, nbgrader, scores, submit
+from tinygpt_course.testing.notebooks import with_answer
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
 ALICE, BOB = "daemon", "bin"
@@ -63,22 +65,16 @@ def test_collect_keeps_the_real_submission(tmp_path, checked):
 
 
 def test_grade_class_reports_and_sets_aside_a_spoofed_submission(tmp_path):
-    import subprocess
-    import sys
-
-    from conftest import BIN, run_env, scores, with_answer
     course = make_course(tmp_path / "course", extra_config="c.RobustExecute.timeout = 20\n")
     release = course / "release" / "multihead" / "multihead.ipynb"
     for student in (ALICE, BOB):
-        folder = course / "submitted" / student / "multihead"
-        folder.mkdir(parents=True)
-        nbformat.write(with_answer(release, "class MultiHead(nn.Module):\n    pass"), folder / "multihead.ipynb")
+        submit(course, student, "multihead", with_answer(release, "class MultiHead(nn.Module):\n    pass"))
     chown_tree(course / "submitted" / ALICE, BOB)          # bob's files under alice's name
     proc = subprocess.run([str(BIN / "tinygpt-grade-class"), "multihead", "--no-progress"], cwd=course,
-                          env=run_env(), capture_output=True, text=True, timeout=600)
+                          env=env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"FLAGGED, not graded: {ALICE}: multihead belongs to {BOB}, not to {ALICE}" in proc.stderr
     assert "flagged 1" in proc.stderr
     assert not (course / "autograded" / ALICE).exists()
     assert (course / "submitted" / ALICE / "multihead" / "multihead.ipynb").exists()     # kept aside
-    assert sum(scores(course, "multihead", BOB).values()) == 0 and sys.executable
+    assert sum(scores(course, "multihead", BOB).values()) == 0

@@ -6,19 +6,15 @@ then a probe cell in the same kernel that reads back what tinygpt_course.plots d
 """
 import base64
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
-import nbclient
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SOURCE = ROOT / "source" / "multihead" / "multihead.ipynb"
+from tinygpt_course.testing.course import make_course, nbgrader, submit
+from tinygpt_course.testing.notebooks import cell, execute, printed, source_path
+
+SOURCE = source_path("multihead")
 PNG = "image/png"
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
@@ -52,18 +48,10 @@ print(json.dumps(dict(
 '''
 
 
-def cell(nb, grade_id):
-    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-
-
-def stream_text(c):
-    return "".join(o.get("text", "") for o in c.outputs if o.output_type == "stream")
-
-
 def printout_weights(nb):
     """{head: ['0.052', ...]} from the runner's `head i at position 7 takes [...]` lines."""
-    lines = re.findall(r"head (\d) at position 7 takes \[([^\]]*)\]", stream_text(cell(nb, "runner")))
-    assert len(lines) == 2, stream_text(cell(nb, "runner"))
+    lines = re.findall(r"head (\d) at position 7 takes \[([^\]]*)\]", printed(cell(nb, "runner")))
+    assert len(lines) == 2, printed(cell(nb, "runner"))
     return {int(i): ws.split(", ") for i, ws in lines}
 
 
@@ -77,8 +65,8 @@ def executed(tmp_path_factory):
     work = tmp_path_factory.mktemp("multihead")
     nb = nbformat.read(SOURCE, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(PROBE))
-    nbclient.NotebookClient(nb, timeout=180, kernel_name="python3").execute(cwd=str(work))
-    return nb, json.loads(stream_text(nb.cells[-1]))
+    execute(nb, work)
+    return nb, json.loads(printed(nb.cells[-1]))
 
 
 def test_bars_at_position_7_are_the_printout_weights(executed):
@@ -109,7 +97,7 @@ def test_heatmaps_hold_every_heads_weights_with_the_future_empty(executed):
 def test_window_letters_on_both_axes_with_newline_visible(executed):
     nb, drawn = executed
     window = "ee\njaele"
-    assert f"window 0: {window!r}" in stream_text(cell(nb, "runner"))
+    assert f"window 0: {window!r}" in printed(cell(nb, "runner"))
     shown = [("\u23ce" if ch == "\n" else ch) for ch in window]
     for xs, ys in zip(drawn["xletters"], drawn["yletters"]):
         assert [x.split("\n")[0] for x in xs] == shown
@@ -131,26 +119,12 @@ def test_slider_redraws_the_picture_for_the_chosen_position(executed):
     assert drawn["widget_png3"] == drawn["png3"] != drawn["png7"]
 
 
-def nbgrader(*args, cwd):
-    """Real nbgrader, from this interpreter's environment (it calls `alembic` by name)."""
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
-               JUPYTER_CONFIG_DIR=str(cwd / ".jupyter-config"))   # no stray user config
-    run = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{run.stdout}\n{run.stderr}"
-    return run
-
-
 def test_feedback_html_shows_the_plot(executed, tmp_path):
     nb, drawn = executed
-    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
-    shutil.copytree(ROOT / "source", tmp_path / "source")
-    nbgrader("generate_assignment", "multihead", cwd=tmp_path)
-    submission = tmp_path / "submitted" / "alice" / "multihead"
-    submission.mkdir(parents=True)
-    shutil.copy(SOURCE, submission / "multihead.ipynb")
-    nbgrader("autograde", "multihead", cwd=tmp_path)
-    nbgrader("generate_feedback", "multihead", cwd=tmp_path)
+    make_course(tmp_path)
+    submit(tmp_path, "alice", "multihead", SOURCE)
+    nbgrader(tmp_path, "autograde", "multihead")
+    nbgrader(tmp_path, "generate_feedback", "multihead")
 
     graded = nbformat.read(tmp_path / "autograded/alice/multihead/multihead.ipynb", as_version=4)
     assert plot_pngs(cell(graded, "plot")) == [base64.b64decode(drawn["png7"])]

@@ -4,7 +4,7 @@ import shutil
 
 import nbformat
 
-from conftest import REPO, nbgrader
+from tinygpt_course.testing.course import REPO, nbgrader
 
 LESSONS = sorted(p.name for p in (REPO / "source").iterdir() if p.is_dir())
 

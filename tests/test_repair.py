@@ -53,8 +53,8 @@ def test_a_renamed_notebook_is_graded_under_its_name(course):
     assert (course / "lesson-copy.ipynb").exists()
 
 
-def test_restore_deleted_cells_puts_them_back_in_source_order(tmp_path):
-    db = f"sqlite:///{tmp_path}/gradebook.db"
+def test_restore_deleted_cells_puts_them_back_in_source_order(empty_gradebook):
+    db = empty_gradebook
     order = [("intro", None, False, "markdown"), ("answer", None, True, "code"), ("note", None, False, "markdown"),
              ("check", 2, False, "code")]
     with Gradebook(db) as gb:

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -17,16 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from tinygpt_course.testing.course import REPO, free_port
 
 START = "notebooks/START.md"
 TEACHER_LAB = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:course-list", "@jupyter/nbgrader:create-assignment")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Lab:

@@ -1,8 +1,8 @@
 """What the learner sees, for real: each answer typed into the released lesson and run through
 nbgrader's Validator, as the Validate button runs it (every cell in order; the first cell that
 raised is where JupyterLab's Run All stops: tests/test_browser.py runs Run All itself in
-Chromium). Every lesson with a runner: multihead's catalogue (tests/catalogue/), head's and
-block's wrong and right answers (tests/test_lessons_head_block.py).
+Chromium). The catalogue's answers (tests/catalogue/<lesson>/, `# says:` and `# runner:` the
+words) of multihead, head and block: right ones, mistakes and crashes a learner could type.
 
 For every mistake: Validate does not say "Success" and names the mistake; the runner cell shows
 no traceback; Run All reaches the checks (unless the learner's own cell stops it: a syntax
@@ -14,68 +14,19 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import REPO
-from learner_runs import (SUCCESS, catalogue_mistakes, errors, head_block_diagnoses, head_block_mistakes,
-                          learner_notebook, text, validate)
 from tinygpt_course.checks.protocol import load_lesson
+from tinygpt_course.testing.course import REPO
+from tinygpt_course.testing import learner
+from tinygpt_course.testing.learner import LESSONS, SUCCESS, errors, learner_notebook, text, validate
 
-# what Validate must say for each multihead mistake (in the judges' words, whitespace aside)
-MULTIHEAD_SAYS = {
-    "06_plain_list": "nn.ModuleList([...])",
-    "07_wrong_dim": "joined along the wrong dimension",
-    "08_summed": "added or averaged",
-    "09_head_size_32": "Use Head(16)",
-    "10_no_proj": "no self.proj",
-    "11_proj_no_bias": "no bias",
-    "12_same_head_twice": "one Head object twice",
-    "13_head_run_twice": "forward ran the heads [1, 1]",
-    "14_wrong_order": "joined in the wrong order",
-    "15_relu_after": "extra ReLU after the projection",
-    "16_tanh_before": "extra tanh before the projection",
-    "17_unanswered": "still unanswered",
-    "18_syntax_error": "syntax error on its line 4",
-    "19_exception": "ValueError: not today",
-    "20_endless_loop": "did not finish within",
-    "21_os_exit": "Kernel died",   # nbgrader's own words: no cell after the answer runs
-    "22_runaway_memory": "allocate",
-    "42_endless_loop_top_level": "MultiHead is not defined: the cell that defines it has not run to its end",
-}
 # where the learner's own answer cell stops Run All (JupyterLab shows the error under it)
 STOPS_IN_ANSWER = {("multihead", "18_syntax_error"), ("multihead", "21_os_exit"),
                    ("multihead", "42_endless_loop_top_level")}
-# what the runner itself says, for mistakes that stop one of its steps
-RUNNER_SAYS = {
-    ("multihead", "07_wrong_dim"): "joined along the wrong dimension",
-    ("multihead", "08_summed"): "added or averaged",
-    ("multihead", "10_no_proj"): "no self.proj",
-    ("multihead", "13_head_run_twice"): "kept no attention weights",
-    ("multihead", "17_unanswered"): "still unanswered",
-    ("multihead", "19_exception"): "not today",
-    ("multihead", "20_endless_loop"): "did not finish within",
-    ("multihead", "22_runaway_memory"): "allocate",
-    ("head", "weights not kept"): "kept no attention weights",
-    ("head", "x averaged"): "averaged x itself",
-    ("block", "no ln2"): "no self.ln2",
-    ("block", "unanswered forward"): "still unanswered",
-}
 
-
-def answers():
-    """(lesson, name, answer, words Validate must say or None for a right answer)."""
-    right, wrong = catalogue_mistakes(REPO)
-    rows = [("multihead", n, a, None) for n, a in right] + [
-        ("multihead", n, a, MULTIHEAD_SAYS.get(n, f"(add {n} to MULTIHEAD_SAYS)")) for n, a in wrong]
-    for lesson in ("head", "block"):
-        right, wrong = head_block_mistakes(REPO, lesson)
-        says = head_block_diagnoses(REPO, lesson)
-        rows += [(lesson, n, a, None) for n, a in right] + [(lesson, n, a, says[n]) for n, a in wrong]
-    return rows
-
-
-ANSWERS = answers()
-RIGHT = [(lesson, name) for lesson, name, _, says in ANSWERS if says is None]
-WRONG = [(lesson, name) for lesson, name, _, says in ANSWERS if says is not None]
-SAYS = {(lesson, name): says for lesson, name, _, says in ANSWERS}
+ANSWERS = {(a.lesson, a.name): a for lesson in LESSONS for a in learner.runs(lesson)}
+RIGHT = [key for key, a in ANSWERS.items() if a.sort == "right"]
+WRONG = [key for key, a in ANSWERS.items() if a.sort != "right"]
+RUNNER_SAYS = sorted(key for key in WRONG if ANSWERS[key].runner)
 ids = ["-".join(key) for key in RIGHT], ["-".join(key) for key in WRONG]
 
 
@@ -94,17 +45,18 @@ def runs(request, tmp_path_factory):
         if item.module is request.module and "key" in params:
             wanted.add(params["key"])
 
-    def one(row):
-        lesson, name, answer, _ = row
-        folder = f"{lesson}-{name}".replace(" ", "_").replace("'", "")
-        return (lesson, name), validate(REPO, learner_notebook(REPO, lesson, answer), work / folder)
+    def one(key):
+        lesson, name = key
+        return key, validate(REPO, learner_notebook(REPO, lesson, ANSWERS[key].code), work / f"{lesson}-{name}")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(one, [row for row in ANSWERS if row[:2] in wanted]))
+        return dict(pool.map(one, [key for key in ANSWERS if key in wanted]))
 
 
-def test_every_multihead_mistake_has_its_words():
-    assert {name for lesson, name in WRONG if lesson == "multihead"} == set(MULTIHEAD_SAYS)
-    assert len(RIGHT) >= 5 + 3 and len(WRONG) >= 17 + 15 + 14
+def test_every_lesson_has_right_answers_and_every_mistake_its_words():
+    for lesson in LESSONS:
+        assert any(key[0] == lesson for key in RIGHT) and any(key[0] == lesson for key in WRONG), lesson
+    assert not [key for key in WRONG if not ANSWERS[key].validate_says], "a mistake without `# says:` words"
+    assert STOPS_IN_ANSWER <= set(WRONG)
 
 
 @pytest.mark.parametrize("key", RIGHT, ids=ids[0])
@@ -122,7 +74,7 @@ def test_right_answer_gets_success_and_a_clean_printout(runs, key):
 def test_mistake_gets_no_success_no_traceback_and_its_name(runs, key):
     validated, ran = runs[key]
     assert SUCCESS not in validated, validated
-    assert SAYS[key] in squash(validated), validated
+    assert ANSWERS[key].validate_says in squash(validated), validated
     assert not errors(ran, "runner"), errors(ran, "runner")
     if key in STOPS_IN_ANSWER:
         allowed = {key[0]}
@@ -152,7 +104,7 @@ def test_failing_check_reads_as_one_short_paragraph(runs, key):
         assert all(len(line) <= 4 + 78 and not line.endswith("...") for line in error.splitlines()), error
 
 
-@pytest.mark.parametrize("key", sorted(RUNNER_SAYS), ids=["-".join(k) for k in sorted(RUNNER_SAYS)])
+@pytest.mark.parametrize("key", RUNNER_SAYS, ids=["-".join(k) for k in RUNNER_SAYS])
 def test_runner_says_what_went_wrong(runs, key):
     printed = squash(text(runs[key][1], "runner"))
-    assert "\u2717" in printed and RUNNER_SAYS[key] in printed, printed
+    assert "\u2717" in printed and ANSWERS[key].runner in printed, printed

@@ -15,13 +15,12 @@ import importlib.util
 import re
 import sys
 import types
-from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
 
-from conftest import REPO
+from tinygpt_course.testing.course import REPO
 
 Z2JH = REPO / "hub" / "z2jh"
 CHART_VERSION = "4.4.0"

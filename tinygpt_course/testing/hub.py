@@ -1,4 +1,4 @@
-"""Helpers for tests/test_hub.py: local Unix users, a world-readable course venv, a live JupyterHub.
+"""For tests/test_hub.py: local Unix users, a world-readable course venv, a live JupyterHub.
 
 Everything here is real: useradd/userdel, runuser, pip, jupyterhub, configurable-http-proxy.
 Processes are ended by their ids only (the hub, and processes owned by the test's own users).
@@ -11,7 +11,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from .course import REPO, copy_course, free_port
+
 USER_TAG = "tinygpt-course hub test"   # the GECOS field marks users this test created
 
 
@@ -48,12 +48,6 @@ def missing_tools() -> list[str]:
     except ImportError:
         missing.append("playwright (pip install -e .[test])")
     return missing
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pins() -> dict[str, str]:
@@ -103,11 +97,7 @@ def make_course_venv(base: Path, log) -> Path:
 def course_source_copy(base: Path) -> Path:
     """The course's nbgrader_config.py and source/, where every user can read them (the hub copies
     them into the teacher's course folder at their server's first start)."""
-    src = base / "course"
-    src.mkdir()
-    shutil.copy(REPO / "nbgrader_config.py", src)
-    shutil.copytree(REPO / "source", src / "source",
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    src = copy_course(base / "course")
     subprocess.run(["chmod", "-R", "a+rX", str(src)], check=True)
     return src
 

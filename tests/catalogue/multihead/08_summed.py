@@ -1,5 +1,7 @@
 # expect: shapes=0 weight_count=1 out_is_proj=0 attention_weights=0 causal=0
 # why: heads added instead of joined
+# says: added or averaged
+# runner: added or averaged
 class MultiHead(nn.Module):
     def __init__(self):
         super().__init__()

@@ -1,0 +1,80 @@
+"""A class of multihead submissions in a throw-away course (bench/grade_class.py and
+tests/test_classroom.py).
+
+The answers are derived from the reference answer in source/ (the cell with grade_id
+'multihead'), so they follow the lesson when it changes; a change that breaks a derivation
+raises instead of silently producing a right answer under a wrong name.
+"""
+import json
+import re
+from pathlib import Path
+
+# what bench/grade_class.py reads from here besides the class itself
+from .course import REPO, autograded_notebooks, differences, env, gradebook_scores, make_course, totals  # noqa: F401
+from .notebooks import cell, source_path, without_markers
+
+ASSIGNMENT = "multihead"
+KINDS = ("right", "summed", "plainlist", "unanswered")   # the mix the benchmark cycles through
+
+
+def _answer_cell(nb):
+    for c in nb["cells"]:
+        if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == ASSIGNMENT:
+            return c
+    raise LookupError(f"no cell with grade_id {ASSIGNMENT!r}")
+
+
+def _replace(text, pattern, repl, name):
+    new, n = re.subn(pattern, repl, text)
+    if n == 0:
+        raise ValueError(f"cannot derive the {name!r} answer: {pattern!r} not in the reference")
+    return new
+
+
+def answers(reference):
+    """Answer source per kind; None means the released stub (unanswered)."""
+    return {
+        "right": reference,
+        # heads added up instead of laid side by side: [B, T, 16] reaches a Linear(32, 32)
+        "summed": _replace(reference, r"torch\.cat\(\[(.*?)\],\s*dim=-1\)", r"sum(\1)", "summed"),
+        # a plain list: the heads' weights are invisible to parameters()
+        "plainlist": _replace(reference, r"nn\.ModuleList\((\[.*?\])\)", r"\1", "plainlist"),
+        "unanswered": None,
+        # a notebook that cannot be read at all
+        "notjson": None,
+        # an answer that dies when the cell runs
+        "raises": "raise RuntimeError('broken submission')\n",
+        # the right answer in a cell whose nbgrader metadata was damaged (graded, no points):
+        # nbgrader reports an error for this submission and grades the others
+        "badmeta": reference,
+    }
+
+
+def submit(course, student, kind):
+    """Write submitted/<student>/multihead/multihead.ipynb: the release notebook with an answer
+    of that kind (the reference answer read from the course's own source/)."""
+    course = Path(course)
+    release = course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    out = course / "submitted" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "notjson":
+        out.write_text('{"cells": [ this is not json')
+        return out
+    nb = json.loads(release.read_text())
+    # read as it is (not through grading's reader): the course may be an earlier commit's
+    reference = without_markers(cell(source_path(ASSIGNMENT, course), ASSIGNMENT).source)
+    src = answers(reference)[kind]
+    if src is not None:
+        _answer_cell(nb)["source"] = src
+    if kind == "badmeta":
+        _answer_cell(nb)["metadata"]["nbgrader"]["grade"] = True
+    out.write_text(json.dumps(nb, indent=1))
+    return out
+
+
+def make_class(course, n, kinds=KINDS):
+    """n submissions cycling through kinds; returns {student: kind}."""
+    roster = {f"s{i:03d}_{kinds[i % len(kinds)]}": kinds[i % len(kinds)] for i in range(n)}
+    for student, kind in roster.items():
+        submit(course, student, kind)
+    return roster
