@@ -389,6 +389,12 @@ class InKernel:
         """Say how the printed lines, and only those, compare with the documented ones."""
         explain_numbers(printout, free=self.free, what=self.what)
 
+    def exports(self):
+        """What a lesson's checks package gives its notebook: CheckFailed (what a failing check
+        cell raises), CHECKS (check id -> the printout lines it covers), Printout, check and
+        explain_numbers."""
+        return CheckFailed, self.lesson.checks, self.Printout, self.check, self.explain_numbers
+
 
 # --- the documented printout, stored as data ------------------------------------------------
 

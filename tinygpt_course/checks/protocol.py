@@ -27,6 +27,10 @@ import enum
 import importlib
 from dataclasses import dataclass
 
+from ..config import SIZES
+
+ATOL = 1e-5   # two records' numbers are the same when every entry is within this
+
 
 class Kind(str, enum.Enum):
     """What kind of result a verdict is. Code decides on the kind, never on message text."""
@@ -59,21 +63,43 @@ class Verdict:
         return cls(False, message, Kind(kind))
 
 
+# --- what every judge compares records with (trusted; torch is imported where it is used) ------
+
+def close(a, b):
+    """a and b are tensors of one shape holding the same numbers (within ATOL)."""
+    import torch
+    return torch.is_tensor(a) and torch.is_tensor(b) and a.shape == b.shape and torch.allclose(a, b, atol=ATOL)
+
+
+def shape_of(t):
+    """A recorded tensor's shape as a list, None for anything else."""
+    import torch
+    return list(t.shape) if torch.is_tensor(t) else None
+
+
+def n_params(structure):
+    """Weights to learn in a record's structure: its (name, shape) parameters, added up."""
+    import torch
+    return sum(int(torch.Size(shape).numel()) for _, shape in structure["params"])
+
+
 class Lesson:
     """What grading and the notebook need to know about one lesson's checks.
 
-    Subclasses set ``name`` and ``checks`` and implement ``judge``.
+    Subclasses set ``name``, ``checks`` and ``task_class``, and judge each check in a method
+    ``_<check id>(rec, ref)``; ``judge`` runs the steps every lesson shares first.
     """
     name = ""
     checks = {}          # check id (== grade_id of its test cell) -> the printout lines it covers
     default_seed = 2024  # the fixed weights of the in-notebook checks; grading draws its own
     task_class = ""      # the class the learner completes, as messages name it: "MultiHead"
     build_args = ""      # how the lesson builds it: "16" for Head(16)
+    methods = "__init__ and forward"   # what the learner completes in it
 
     @property
     def unanswered(self):
         return (f"{self.task_class} is still unanswered: replace the `raise NotImplementedError()` lines "
-                "in __init__ and forward with your code (the hint is above the answer cell).")
+                f"in {self.methods} with your code (the hint is above the answer cell).")
 
     def build_problem(self, rec):
         """The failed Verdict when the learner's object could not be built, else None."""
@@ -89,9 +115,41 @@ class Lesson:
         """The learner-side module, by name: imported only where learner code runs."""
         return f"tinygpt_course.checks.{self.name}.extract"
 
+    def structure_problem(self, check_id, rec, ref):
+        """How the learner's object stores its layers, against the solution's, as a failed
+        Verdict (STRUCTURE, or UNREGISTERED for layers merely hidden from PyTorch), or None."""
+        return None
+
     def judge(self, check_id, rec, ref):
-        """Verdict for check_id, comparing the learner's record with the solution's."""
-        raise NotImplementedError
+        """Verdict for check_id, comparing the learner's record with the solution's: an object
+        that could not be built fails every check; so does a structural slip (layers stored or
+        sized otherwise), except that layers merely hidden from PyTorch (UNREGISTERED) cost only
+        the count when the forward pass ran; then the check's own ``_<check id>(rec, ref)``."""
+        problem = self.build_problem(rec) or self.structure_problem(check_id, rec, ref)
+        if problem and (check_id == "weight_count" or problem.kind is not Kind.UNREGISTERED
+                        or ("out" not in rec and "error" not in rec)):
+            return problem
+        return getattr(self, "_" + check_id)(rec, ref)
+
+    def forward_raised(self, rec, prefix=""):
+        """The forward pass raised (rec[prefix + 'error']): the stub's NotImplementedError is
+        UNANSWERED, anything else a FORWARD_ERROR. None when it did not raise."""
+        if not rec.get(prefix + "error"):
+            return None
+        if rec.get(prefix + "exception") == "NotImplementedError":
+            return Verdict.fail(Kind.UNANSWERED, self.unanswered)
+        return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {rec[prefix + 'error']}")
+
+    def causal(self, out, changed_out, mixes):
+        """Changing the last letter of every window (changed_out) must leave the earlier
+        positions' outputs as they are and change the last one's. `mixes` tells the learner
+        what mixes positions in this lesson."""
+        last = SIZES.last
+        if not close(out[:, :last], changed_out[:, :last]):
+            return Verdict.fail(Kind.NOT_CAUSAL, "changing the last letter changed earlier positions: " + mixes)
+        if close(out[:, last], changed_out[:, last]):
+            return Verdict.fail(Kind.NOT_CAUSAL, "changing the last letter did not change the last position's output.")
+        return Verdict.ok(f"change position {last}: positions 0-{last - 1} stay the same | position {last} changes")
 
     def verdict(self, check_id, rec, ref):
         """judge(), for any record at all: an unknown id is a bug, a malformed record a failure."""

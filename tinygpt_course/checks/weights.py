@@ -1,7 +1,9 @@
-"""Fixed starting weights for checks, drawn from a seed by parameter name.
+"""Fixed starting weights for checks: one generator seeded with the check's seed draws every
+tensor of a lesson's spec, [(parameter name, shape, fan_in), ...], in the spec's order.
 
-The value checks load these into the learner's layers, so a check's verdict never depends
-on the order in which the learner's code draws random numbers.
+The value checks load them into the learner's layers by parameter name, so a check's verdict
+never depends on the order in which the learner's code creates its layers or draws random
+numbers (the spec's order is the lesson's, not the learner's).
 """
 import torch
 

@@ -1,18 +1,15 @@
-"""The block lesson's checks in the notebook: its runner, numbers note and check cells use
-``Printout``, ``explain_numbers`` and ``check`` (see tinygpt_course.checks.notebook.InKernel);
-grading uses the two halves, ``extract`` and ``judge`` (tinygpt_course.checks.protocol).
+"""The block lesson's checks package: its notebook calls ``Printout``, ``explain_numbers`` and
+``check`` (tinygpt_course.checks.notebook.InKernel); grading uses the two halves, ``extract``
+and ``judge`` (tinygpt_course.checks.protocol).
 """
-from .. import CheckFailed  # noqa: F401  (the check cells raise it)
-from .. import notebook
 from ..common import changed_last_letter  # noqa: F401  (the runner cell uses it)
-from .extract import extract  # noqa: F401
+from ..notebook import InKernel
+from .extract import extract  # noqa: F401  (bound before any learner code runs)
 from .judge import LESSON
 
-CHECKS = LESSON.checks
-DEFAULT_SEED = LESSON.default_seed
-NAMES = ("Block", "MultiHead", "embed", "xb")     # what the checks read (Block() builds MultiHead by name)
-# printout lines whose numbers depend on the order the learner's __init__ draws random numbers
-FREE = ("out at window 0, position 7 starts",)
-
-_in_kernel = notebook.InKernel(LESSON, NAMES, FREE, what="`out at window 0, position 7` numbers")
-Printout, check, explain_numbers = _in_kernel.Printout, _in_kernel.check, _in_kernel.explain_numbers
+CheckFailed, CHECKS, Printout, check, explain_numbers = InKernel(
+    LESSON,
+    names=("Block", "MultiHead", "embed", "xb"),            # what the checks read (Block() needs MultiHead)
+    free=("out at window 0, position 7 starts",),           # numbers that follow the learner's draw order
+    what="`out at window 0, position 7` numbers",
+).exports()

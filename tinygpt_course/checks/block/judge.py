@@ -11,21 +11,12 @@ import torch
 import torch.nn.functional as F
 
 from ...config import SIZES
-from ..protocol import Kind, Lesson, Verdict
+from ..protocol import Kind, Lesson, Verdict, close, shape_of
 
-ATOL = 1e-5
 T, C, H, LAST = SIZES.block_size, SIZES.n_embd, SIZES.ffwd_hidden, SIZES.last
 PARTS = ("sa", "ffwd", "ln1", "ln2")
 
 FFWD = f"nn.Sequential(nn.Linear({C}, {H}), nn.ReLU(), nn.Linear({H}, {C}))"
-
-
-def close(a, b):
-    return torch.is_tensor(a) and torch.is_tensor(b) and a.shape == b.shape and torch.allclose(a, b, atol=ATOL)
-
-
-def shape_of(t):
-    return list(t.shape) if torch.is_tensor(t) else None
 
 
 def counts(structure):
@@ -86,11 +77,9 @@ def count_problem(s, ref_s):
 def forward_problem(rec, ref, prefix=""):
     """What is wrong with the forward pass as a whole, as a failed Verdict, or None. A forward
     that never calls a layer is a WRONG_VALUE: its shapes may still be right."""
-    err, exc = rec.get(prefix + "error"), rec.get(prefix + "exception")
-    if err:
-        if exc == "NotImplementedError":
-            return Verdict.fail(Kind.UNANSWERED, LESSON.unanswered)
-        return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {err}")
+    raised = LESSON.forward_raised(rec, prefix)
+    if raised:
+        return raised
     out, want = rec.get(prefix + "out"), shape_of(ref[prefix + "out"])
     if shape_of(out) != want:
         return Verdict.fail(Kind.WRONG_SHAPE, f"out should be {want}, the shape of x; yours is {shape_of(out)}.")
@@ -168,14 +157,8 @@ class BlockLesson(Lesson):
         "causal": f"change position {LAST}",
     }
 
-    def judge(self, check_id, rec, ref):
-        problem = self.build_problem(rec)
-        if problem:
-            return problem
-        problem = structure_problem(rec["structure"], ref["structure"])
-        if problem:
-            return problem
-        return getattr(self, "_" + check_id)(rec, ref)
+    def structure_problem(self, check_id, rec, ref):
+        return structure_problem(rec["structure"], ref["structure"])
 
     def _shapes(self, rec, ref):
         problem = forward_problem(rec, ref)
@@ -204,15 +187,10 @@ class BlockLesson(Lesson):
         problem = forward_problem(rec, ref) or forward_problem(rec, ref, "changed_")
         if problem:
             return problem
-        out, out2 = rec["out"], rec["changed_out"]
-        if not close(out[:, :LAST], out2[:, :LAST]):
-            return Verdict.fail(Kind.NOT_CAUSAL, (
-                "changing the last letter changed earlier positions: something in your forward "
-                f"mixes positions. A layer norm over the whole window (nn.LayerNorm([{T}, {C}]) or "
-                f"F.layer_norm(x, x.shape[1:])) does: normalise each position's {C} numbers alone."))
-        if close(out[:, LAST], out2[:, LAST]):
-            return Verdict.fail(Kind.NOT_CAUSAL, "changing the last letter did not change the last position's output.")
-        return Verdict.ok(f"change position {LAST}: positions 0-{LAST - 1} stay the same | position {LAST} changes")
+        return self.causal(rec["out"], rec["changed_out"], (
+            f"something in your forward mixes positions. A layer norm over the whole window "
+            f"(nn.LayerNorm([{T}, {C}]) or F.layer_norm(x, x.shape[1:])) does: normalise each "
+            f"position's {C} numbers alone."))
 
 
 LESSON = BlockLesson()

@@ -10,25 +10,9 @@ numbers are the solution's, in ``ref``.
 import torch
 
 from ...config import SIZES
-from ..protocol import Kind, Lesson, Verdict
+from ..protocol import Kind, Lesson, Verdict, close, n_params, shape_of
 
-ATOL = 1e-5
 B, T, V, C = SIZES.batch_size, SIZES.block_size, SIZES.vocab_size, SIZES.n_embd
-
-UNANSWERED = ("GPT is still unanswered: replace the `raise NotImplementedError()` lines in "
-              "__init__, forward and generate with your code (the hint is above the answer cell).")
-
-
-def close(a, b):
-    return torch.is_tensor(a) and torch.is_tensor(b) and a.shape == b.shape and torch.allclose(a, b, atol=ATOL)
-
-
-def shape(t):
-    return list(t.shape) if torch.is_tensor(t) else None
-
-
-def n_params(structure):
-    return sum(int(torch.Size(s).numel()) for _, s in structure["params"])
 
 
 def structure_problem(s, ref_s):
@@ -72,10 +56,9 @@ def structure_problem(s, ref_s):
 
 def run_problem(rec, prefix=""):
     """forward raised or gave something that is not (logits, loss): a failed Verdict, or None."""
-    if rec.get(prefix + "exception") == "NotImplementedError":
-        return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
-    if rec.get(prefix + "error"):
-        return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {rec[prefix + 'error']}")
+    raised = LESSON.forward_raised(rec, prefix)
+    if raised:
+        return raised
     if rec.get(prefix + "out_type") not in ("tuple", "list") or rec.get(prefix + "out_len") != 2:
         return Verdict.fail(Kind.WRONG_SHAPE, (
             f"forward returned a {rec.get(prefix + 'out_type')}: return two things, (logits, loss), "
@@ -97,16 +80,13 @@ class GPTLesson(Lesson):
     }
 
     task_class = "GPT"
-    unanswered = UNANSWERED   # three methods to complete, not two
-
-    def judge(self, check_id, rec, ref):
-        return self.build_problem(rec) or getattr(self, "_" + check_id)(rec, ref)
+    methods = "__init__, forward and generate"
 
     def _shapes(self, rec, ref):
         problem = run_problem(rec)
         if problem:
             return problem
-        want, got = shape(ref["logits"]), shape(rec["logits"])
+        want, got = shape_of(ref["logits"]), shape_of(rec["logits"])
         if got != want:
             if got == [want[0] * want[1], want[2]]:
                 return Verdict.fail(Kind.WRONG_SHAPE, (
@@ -130,8 +110,8 @@ class GPTLesson(Lesson):
         if problem:
             return problem
         if rec.get("short_exception") == "NotImplementedError":
-            return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
-        n = shape(ref["short_logits"])[1]
+            return Verdict.fail(Kind.UNANSWERED, self.unanswered)
+        n = shape_of(ref["short_logits"])[1]
         if rec.get("short_error"):
             return Verdict.fail(Kind.FORWARD_ERROR, (
                 f"forward failed on a window of {n} letters ({rec['short_error']}); generate gives the "
@@ -183,19 +163,19 @@ class GPTLesson(Lesson):
 
     def _loss(self, rec, ref):
         if rec.get("train_exception") == "NotImplementedError":
-            return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
+            return Verdict.fail(Kind.UNANSWERED, self.unanswered)
         calls, ref_call = rec.get("ce_calls") or [], ref["ce_calls"][0]
         n, target = ref_call["input"].shape[0], ref_call["target"]
         for call in calls:
             x, y = call.get("input"), call.get("target")
             if torch.is_tensor(x) and x.dim() == 3 and torch.is_tensor(y) and y.dim() == 2 and x.shape[1] != V:
                 return Verdict.fail(Kind.WRONG_SHAPE, (
-                    f"F.cross_entropy got logits {shape(x)} and targets {shape(y)}: with three dimensions it "
+                    f"F.cross_entropy got logits {shape_of(x)} and targets {shape_of(y)}: with three dimensions it "
                     f"reads the second one as the symbols. Flatten both: logits.view({n}, {V}) "
                     f"(B * T rows of {V} scores) and targets.view({n})."))
             if torch.is_tensor(x) and torch.is_tensor(y) and x.dim() == 2 and y.dim() != 1:
                 return Verdict.fail(Kind.WRONG_SHAPE, (
-                    f"F.cross_entropy got logits {shape(x)} but targets {shape(y)}: flatten the targets "
+                    f"F.cross_entropy got logits {shape_of(x)} but targets {shape_of(y)}: flatten the targets "
                     f"too, targets.view({n}), one target per row of scores."))
         if rec.get("train_error"):
             return Verdict.fail(Kind.FORWARD_ERROR, f"forward with targets raised {rec['train_error']}")
@@ -203,7 +183,7 @@ class GPTLesson(Lesson):
         if not torch.is_tensor(loss) or loss.numel() != 1:
             return Verdict.fail(Kind.WRONG_SHAPE, (
                 f"with targets, forward should return the loss as one number; yours is "
-                f"{shape(loss) if torch.is_tensor(loss) else rec.get('train_loss_type')}."))
+                f"{shape_of(loss) if torch.is_tensor(loss) else rec.get('train_loss_type')}."))
         if close(logits, ref["train_logits"]):
             if close(loss.reshape(()), ref["train_loss"].reshape(())):
                 return Verdict.ok("the loss is F.cross_entropy of the logits and the targets, checked with fixed weights")
@@ -244,7 +224,7 @@ class GPTLesson(Lesson):
                 return Verdict.fail(Kind.STRUCTURE, "GPT has no generate method.")
             return Verdict.fail(Kind.NO_RESULT, "generate was not run.")
         if rec.get("gen1_exception") == "NotImplementedError":
-            return Verdict.fail(Kind.UNANSWERED, UNANSWERED)
+            return Verdict.fail(Kind.UNANSWERED, self.unanswered)
         lengths, start, new = rec["gen1_lengths"], ref["gen_start"], ref["gen1"].shape[1] - ref["gen_start"].shape[1]
         if lengths and max(lengths) > T:
             return Verdict.fail(Kind.WRONG_VALUE, (
@@ -262,10 +242,10 @@ class GPTLesson(Lesson):
             return Verdict.fail(Kind.WRONG_VALUE, (
                 "generate never called the model: get the scores with self(idx_cond) at every step."))
         out, want = rec.get("gen1"), ref["gen1"]
-        if shape(out) != shape(want):
+        if shape_of(out) != shape_of(want):
             return Verdict.fail(Kind.WRONG_SHAPE, (
-                f"generate({shape(start)[0]} windows of {shape(start)[1]}, {new} new letters) returned "
-                f"{shape(out)}, expected {shape(want)}: return the windows with the new letters appended."))
+                f"generate({shape_of(start)[0]} windows of {shape_of(start)[1]}, {new} new letters) returned "
+                f"{shape_of(out)}, expected {shape_of(want)}: return the windows with the new letters appended."))
         if not torch.equal(out[:, :start.shape[1]], rec["gen_start"]):
             return Verdict.fail(Kind.WRONG_VALUE, "generate changed the letters it started from: append to idx.")
         if torch.equal(out, want):

@@ -12,24 +12,10 @@ import torch
 import torch.nn.functional as F
 
 from ...config import SIZES
-from ..protocol import Kind, Lesson, Verdict
+from ..protocol import Kind, Lesson, Verdict, close, n_params, shape_of
 
-ATOL = 1e-5
 B, T, C, HS, LAST = SIZES.batch_size, SIZES.block_size, SIZES.n_embd, SIZES.head_size, SIZES.last
 PARTS = ("key", "query", "value")
-
-
-
-def n_params(structure):
-    return sum(int(torch.Size(shape).numel()) for _, shape in structure["params"])
-
-
-def close(a, b):
-    return torch.is_tensor(a) and torch.is_tensor(b) and a.shape == b.shape and torch.allclose(a, b, atol=ATOL)
-
-
-def shape_of(t):
-    return list(t.shape) if torch.is_tensor(t) else None
 
 
 def structure_problem(s, ref_s):
@@ -67,11 +53,9 @@ def structure_problem(s, ref_s):
 
 def weights_problem(rec, ref, prefix=""):
     """What is wrong with the kept weights as weights (shape, rows, mask), as a failed Verdict, or None."""
-    err, exc = rec.get(prefix + "error"), rec.get(prefix + "exception")
-    if err:
-        if exc == "NotImplementedError":
-            return Verdict.fail(Kind.UNANSWERED, LESSON.unanswered)
-        return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {err}")
+    raised = LESSON.forward_raised(rec, prefix)
+    if raised:
+        return raised
     w, want = rec.get(prefix + "weights"), shape_of(ref[prefix + "weights"])
     if not torch.is_tensor(w):
         return Verdict.fail(Kind.WRONG_VALUE, (
@@ -166,17 +150,11 @@ class HeadLesson(Lesson):
         "causal": f"change position {LAST}",
     }
 
-    def judge(self, check_id, rec, ref):
-        problem = self.build_problem(rec)
-        if problem:
-            return problem
-        problem = structure_problem(rec["structure"], ref["structure"])
-        if check_id == "weight_count":
-            return problem or Verdict.ok(
-                f"weights to learn: {n_params(ref['structure'])} | the mask is a registered buffer")
-        if problem and (problem.kind is not Kind.UNREGISTERED or ("out" not in rec and "error" not in rec)):
-            return problem
-        return getattr(self, "_" + check_id)(rec, ref)
+    def structure_problem(self, check_id, rec, ref):
+        return structure_problem(rec["structure"], ref["structure"])
+
+    def _weight_count(self, rec, ref):
+        return Verdict.ok(f"weights to learn: {n_params(ref['structure'])} | the mask is a registered buffer")
 
     def _shapes(self, rec, ref):
         if rec.get("error"):
@@ -218,13 +196,8 @@ class HeadLesson(Lesson):
                 or out.dim() != 3 or out.shape[1] <= LAST:
             return (weights_problem(rec, ref) or weights_problem(rec, ref, "changed_")
                     or Verdict.fail(Kind.WRONG_SHAPE, f"forward gave no {shape_of(ref['out'])} output."))
-        if not close(out[:, :LAST], out2[:, :LAST]):
-            return Verdict.fail(Kind.NOT_CAUSAL, (
-                "changing the last letter changed earlier positions: they see the future. "
-                "Mask the scores above the diagonal with float('-inf') before the softmax."))
-        if close(out[:, LAST], out2[:, LAST]):
-            return Verdict.fail(Kind.NOT_CAUSAL, "changing the last letter did not change the last position's output.")
-        return Verdict.ok(f"change position {LAST}: positions 0-{LAST - 1} stay the same | position {LAST} changes")
+        return self.causal(out, out2, "they see the future. Mask the scores above the diagonal with "
+                                      "float('-inf') before the softmax.")
 
 
 LESSON = HeadLesson()

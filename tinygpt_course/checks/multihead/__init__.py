@@ -1,18 +1,15 @@
-"""The multihead lesson's checks in the notebook: its runner, numbers note and check cells use
-``Printout``, ``explain_numbers`` and ``check`` (see tinygpt_course.checks.notebook.InKernel);
-grading uses the two halves, ``extract`` and ``judge`` (tinygpt_course.checks.protocol).
+"""The multihead lesson's checks package: its notebook calls ``Printout``, ``explain_numbers``
+and ``check`` (tinygpt_course.checks.notebook.InKernel); grading uses the two halves,
+``extract`` and ``judge`` (tinygpt_course.checks.protocol).
 """
-from .. import CheckFailed  # noqa: F401  (the check cells raise it)
-from .. import notebook
 from ..common import changed_last_letter  # noqa: F401  (the runner cell uses it)
-from .extract import extract  # noqa: F401
+from ..notebook import InKernel
+from .extract import extract  # noqa: F401  (bound before any learner code runs)
 from .judge import LESSON
 
-CHECKS = LESSON.checks
-DEFAULT_SEED = LESSON.default_seed
-NAMES = ("MultiHead", "Head", "embed", "xb")      # what the checks read from the notebook
-# printout lines whose numbers depend on the order the learner's __init__ draws random numbers
-FREE = ("head 1 at position 7 takes", "head 2 at position 7 takes")
-
-_in_kernel = notebook.InKernel(LESSON, NAMES, FREE, what="two weight lines")
-Printout, check, explain_numbers = _in_kernel.Printout, _in_kernel.check, _in_kernel.explain_numbers
+CheckFailed, CHECKS, Printout, check, explain_numbers = InKernel(
+    LESSON,
+    names=("MultiHead", "Head", "embed", "xb"),             # what the checks read from the notebook
+    free=("head 1 at position 7 takes", "head 2 at position 7 takes"),   # follow the draw order
+    what="two weight lines",
+).exports()
