@@ -47,6 +47,10 @@ c.Autograde.pre_convert_hook = pre_convert_hook   # broken or renamed notebooks 
 c.Sandbox.memory_limit_mb = 6144           # address space of each process in the sandbox
 c.Sandbox.cpu_limit_s = 900                # CPU seconds of each process in the sandbox
 c.Sandbox.max_processes = 512              # processes and threads (not applied to a root grader)
+# Each grading kernel is forked from a warm template (torch, matplotlib, ipykernel and the course
+# library imported once per grading process) and joins a sandbox of its own: no kernel start and
+# no `import torch` per notebook (bench/README.md). False starts every kernel afresh.
+c.SandboxedKernelManager.fork_from_template = True
 
 # Collect only submissions made by the student they name (nbgrader only warns).
 c.ExchangeFactory.collect = "tinygpt_course.grading.exchange.CheckedCollect"

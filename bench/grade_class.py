@@ -3,11 +3,14 @@
     python bench/grade_class.py --n 40
 
 Makes N submissions (right, heads summed, plain list, unanswered, in turn) in a temporary copy of
-the course, measures the floor (start a kernel and import torch), grades the class with stock
-sequential `nbgrader autograde multihead --create` and with `tinygpt-grade-class multihead`,
-measures the floor again, and prints wall times, the speed-up, the cost per submission against
-the floor, CPU time, peak memory, and whether both gradebooks hold the same per-cell scores and
-the autograded notebooks are the same. See bench/README.md.
+the course, measures the floor (start a kernel and import torch), grades the class three times:
+sequential `nbgrader autograde multihead --create` with every kernel started as stock nbgrader
+starts it (``c.SandboxedKernelManager.fork_from_template = False``: the baseline), the same plain
+command with the course's config as it is (kernels forked from the warm template), and
+`tinygpt-grade-class multihead`; measures the floor again, and prints wall times, the speed-ups
+against the baseline, the cost per submission against the floor, CPU time, peak memory, and
+whether the three gradebooks hold the same per-cell scores and the autograded notebooks are the
+same. See bench/README.md.
 """
 import argparse
 import os
@@ -47,8 +50,8 @@ def measure_floor():
 
 
 class Watch(threading.Thread):
-    """While a command runs: peak resident memory of it and all its descendants, and a
-    progress bar counting autograded notebooks."""
+    """While a command runs: peak memory of it and all its descendants (the sum of their
+    proportional set sizes, sampled every 0.5 s), and a progress bar counting autograded notebooks."""
 
     def __init__(self, proc, course, n, desc):
         super().__init__(daemon=True)
@@ -62,13 +65,13 @@ class Watch(threading.Thread):
                 procs = [self.proc] + self.proc.children(recursive=True)
             except psutil.NoSuchProcess:
                 continue
-            rss = 0
-            for p in procs:
+            pss = 0
+            for p in procs:     # proportional set size: a page shared by forks counts once in all
                 try:
-                    rss += p.memory_info().rss
+                    pss += p.memory_full_info().pss
                 except psutil.Error:
                     pass
-            self.peak = max(self.peak, rss)
+            self.peak = max(self.peak, pss)
             self.bar.update(self.graded() - self.bar.n)
 
     def graded(self):
@@ -143,23 +146,30 @@ def main(argv=None):
     base = subs.make_course(tmp / "base", args.course_src)
     roster = subs.make_class(base, args.n)
     kinds = {k: list(roster.values()).count(k) for k in subs.KINDS}
-    stock, fast = tmp / "stock", tmp / "fast"
-    shutil.copytree(base, stock)
-    shutil.copytree(base, fast)
+    stock, plain, fast = tmp / "stock", tmp / "plain", tmp / "fast"
+    for copy in (stock, plain, fast):
+        shutil.copytree(base, copy)
+    with open(stock / "nbgrader_config.py", "a") as f:
+        f.write("\nc.SandboxedKernelManager.fork_from_template = False   # bench baseline: stock kernel starts\n")
 
+    autograde = [sys.executable, "-m", "nbgrader", "autograde", "multihead", "--create"]
     floors = [measure_floor() for _ in tqdm(range(args.floor_runs), desc="floor (before)")]
-    r_stock = timed([sys.executable, "-m", "nbgrader", "autograde", "multihead", "--create"],
-                    stock, args.n, "stock nbgrader autograde", tmp / "stock.log")
+    r_stock = timed(autograde, stock, args.n, "nbgrader autograde, started kernels", tmp / "stock.log")
+    r_plain = timed(autograde, plain, args.n, "nbgrader autograde, forked kernels", tmp / "plain.log")
     cmd = [str(Path(sys.executable).parent / "tinygpt-grade-class"), "multihead", "--no-progress"]
     if args.jobs:
         cmd += ["--jobs", str(args.jobs)]
     r_fast = timed(cmd, fast, args.n, "tinygpt-grade-class", tmp / "fast.log")
     floors += [measure_floor() for _ in tqdm(range(args.floor_runs), desc="floor (after)")]
 
-    s_stock, s_fast = subs.gradebook_scores(stock), subs.gradebook_scores(fast)
-    diff = sorted({k[0] for k in set(s_stock) | set(s_fast) if s_stock.get(k) != s_fast.get(k)})
-    nb_stock, nb_fast = subs.autograded_notebooks(stock), subs.autograded_notebooks(fast)
-    nb_diff = sorted(s for s in set(nb_stock) | set(nb_fast) if nb_stock.get(s) != nb_fast.get(s))
+    s_stock = subs.gradebook_scores(stock)
+    nb_stock = subs.autograded_notebooks(stock)
+    same = {}
+    for name, course in (("plain", plain), ("fast", fast)):
+        s_other, nb_other = subs.gradebook_scores(course), subs.autograded_notebooks(course)
+        diff = sorted({k[0] for k in set(s_stock) | set(s_other) if s_stock.get(k) != s_other.get(k)})
+        nb_diff = sorted(s for s in set(nb_stock) | set(nb_other) if nb_stock.get(s) != nb_other.get(s))
+        same[name] = (diff, nb_diff, list(subs.differences(nb_stock, nb_other)))
     totals = subs.totals(s_stock)
     by_kind = {k: sorted({totals.get(s) for s, kk in roster.items() if kk == k}, key=str) for k in subs.KINDS}
 
@@ -171,26 +181,37 @@ def main(argv=None):
           f"(stock): {by_kind}")
     print(f"floor, start a kernel + import torch: median {floor:.2f} s "
           f"(min {min(floors):.2f}, max {max(floors):.2f}, {len(floors)} runs, before and after)")
-    for name, r, used in [("stock nbgrader autograde (sequential)", r_stock, 1),
+    for name, r, used in [("nbgrader autograde, started kernels", r_stock, 1),
+                          ("nbgrader autograde, forked kernels", r_plain, 1),
                           (f"tinygpt-grade-class ({jobs} jobs)", r_fast, min(jobs, cores))]:
         per = r["wall"] / n
         print(f"{name:40s} wall {r['wall']:7.1f} s | per submission {per:5.2f} s = {per / floor:4.2f}x floor, "
               f"{r['wall'] * used / n:5.2f} core-s = {r['wall'] * used / n / floor:4.2f}x floor | "
               f"CPU {r['cpu'] / n:5.2f} s/submission | peak memory {r['peak'] / 2**30:4.2f} GB | exit {r['rc']}")
     print(f"CPU measured by {r_stock['cpu_source']}; course from {args.course_src}")
-    print(f"speed-up (stock wall / tinygpt-grade-class wall): {r_stock['wall'] / r_fast['wall']:.2f}x")
-    print(f"scores identical (per student, per cell, from both gradebooks): "
-          f"{'yes' if not diff and s_stock else 'NO: ' + ', '.join(diff)} ({len(s_stock)} entries)")
-    print(f"autograded notebooks identical (cells, sources, text outputs): "
-          f"{'yes' if not nb_diff and nb_stock else 'NO: ' + ', '.join(nb_diff)} ({len(nb_stock)} notebooks)")
-    for line in subs.differences(nb_stock, nb_fast):
-        print(f"    stock vs tinygpt-grade-class: {line}")
+    print(f"speed-up of plain nbgrader autograde with forked kernels (vs started): {r_stock['wall'] / r_plain['wall']:.2f}x")
+    print(f"speed-up of tinygpt-grade-class (vs nbgrader autograde, started kernels): "
+          f"{r_stock['wall'] / r_fast['wall']:.2f}x")
+    for name, label in (("plain", "nbgrader autograde, forked kernels"), ("fast", "tinygpt-grade-class")):
+        diff, nb_diff, lines = same[name]
+        print(f"{label} vs started kernels: scores identical (per student, per cell): "
+              f"{'yes' if not diff and s_stock else 'NO: ' + ', '.join(diff)} ({len(s_stock)} entries); "
+              f"autograded notebooks identical (cells, sources, text outputs, pictures): "
+              f"{'yes' if not nb_diff and nb_stock else 'NO: ' + ', '.join(nb_diff)} ({len(nb_stock)} notebooks)")
+        for line in lines:
+            print(f"    {line}")
+    right = next(st for st, kind in roster.items() if kind == "right")
+    subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", "multihead", "--student", right],
+                   cwd=fast, env=subs.env(), capture_output=True)
+    html = list((fast / "feedback" / right / "multihead").glob("*.html"))
+    png = bool(html) and "data:image/png;base64," in html[0].read_text()
+    print(f"feedback of {right} (tinygpt-grade-class): {'holds the PNG' if png else 'NO PNG'}")
     print(f"machine: {cores} cores, load average {os.getloadavg()[0]:.1f} at the end (other work counts)")
     if args.keep:
-        print(f"kept: {tmp} (logs: stock.log, fast.log)")
+        print(f"kept: {tmp} (logs: stock.log, plain.log, fast.log)")
     else:
         shutil.rmtree(tmp, ignore_errors=True)
-    return 0 if not diff and not nb_diff and s_stock else 1
+    return 0 if s_stock and png and not any(d or nd for d, nd, _ in same.values()) else 1
 
 
 if __name__ == "__main__":

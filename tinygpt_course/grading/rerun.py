@@ -24,6 +24,7 @@ class RerunResult:
     """A re-run's record, or (record None) what went wrong, in the learner's terms."""
     record: object
     problem: str = ""
+    cpu_s: float = None      # CPU seconds of the re-run's process (bench/breakdown.py reads it)
 
 
 class ServerGone(RuntimeError):
@@ -109,4 +110,4 @@ def rerun(sandbox, lesson, setup, answer, seed, timeout):
         return RerunResult(None, f"the re-run left no readable result ({type(exc).__name__})")
     if not isinstance(rec, dict):
         return RerunResult(None, "the re-run left no readable result (not a record)")
-    return RerunResult(rec)
+    return RerunResult(rec, cpu_s=header.get("cpu_s"))

@@ -142,17 +142,18 @@ def run_job(job):
     if pid == 0:
         child(job, folder)
     deadline = time.monotonic() + job["timeout"]
-    status = None
+    status, cpu = None, None
     while status is None:
-        done, st = os.waitpid(pid, os.WNOHANG)
+        done, st, usage = os.wait4(pid, os.WNOHANG)
         if done:
+            cpu = usage.ru_utime + usage.ru_stime
             status = ("exited", os.waitstatus_to_exitcode(st))
         elif time.monotonic() > deadline:
             status = ("timeout", None)
         else:
             time.sleep(0.005)
     sweep(pid)
-    header = {"status": status[0], "exitcode": status[1]}
+    header = {"status": status[0], "exitcode": status[1], "cpu_s": cpu}
     payload = b""
     record = os.path.join(folder, "record.pt")
     if status[0] == "exited" and os.path.isfile(record) and not os.path.islink(record):
