@@ -49,6 +49,11 @@ def run_pool(assignment, students, jobs, log_dir, retries, progress=True):
     from tqdm import tqdm
 
     ctx = multiprocessing.get_context("fork")
+    try:                # one kernel template for all workers (they fork their kernels from it)
+        from ..grading.template import TemplateUnavailable, share
+        share(ctx)
+    except TemplateUnavailable:
+        pass            # each worker tries its own, or starts its kernels
     queue = collections.deque((s, 0) for s in students)
     results, workers = {}, []
     tqdm.monitor_interval = 0          # no tqdm monitor thread alive while forking

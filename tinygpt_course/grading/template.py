@@ -26,7 +26,11 @@ class TemplateUnavailable(RuntimeError):
 
 
 class KernelTemplate:
-    """`python -m tinygpt_course.kernelfork.server`, started once per grading process."""
+    """`python -m tinygpt_course.kernelfork.server`, started once per grading process, or once
+    for a parent and the workers it forks (:func:`share`)."""
+
+    lock = None             # set when shared: one request at a time
+    failed = False          # this process saw it fail: it starts its own next time
 
     def __init__(self):
         self.proc = subprocess.Popen([sys.executable, "-m", "tinygpt_course.kernelfork.server"],
@@ -40,12 +44,19 @@ class KernelTemplate:
         self.pid = header["pid"]
 
     def fork(self, job, timeout=60):
+        if self.lock is not None and not self.lock.acquire(timeout=timeout):
+            self.failed = True          # a worker died holding it: this one starts its own
+            raise TemplateUnavailable("the shared kernel template is held by a worker that died")
         try:
             wire.write(self.proc.stdin, job)
             reply, _ = wire.read_reply(self.proc.stdout.fileno(), timeout)
         except (wire.Gone, OSError) as exc:
+            self.failed = True
             self.close()
             raise TemplateUnavailable(f"the kernel template ended ({exc})") from None
+        finally:
+            if self.lock is not None:
+                self.lock.release()
         if "error" in reply:
             raise TemplateUnavailable(f"the kernel could not enter its sandbox ({reply['error']})")
         return reply["pid"]
@@ -57,14 +68,25 @@ class KernelTemplate:
 
 
 _templates = {}
+_shared = None
 
 
 def template():
-    """This process's template (a forked class-grading worker starts its own)."""
+    """The template this process uses: the one its parent shared, else its own."""
+    if _shared is not None and not _shared.failed:
+        return _shared
     t = _templates.get(os.getpid())
-    if t is None or t.proc.poll() is not None:
+    if t is None or t.failed or t.proc.poll() is not None:
         t = _templates[os.getpid()] = KernelTemplate()
     return t
+
+
+def share(ctx):
+    """Start this process's template now, for the processes it forks from now on (class-grading
+    workers) to use one request at a time, instead of each paying for a template of its own."""
+    global _shared
+    _shared = template()
+    _shared.lock = ctx.Lock()
 
 
 class ForkedKernel:
@@ -151,7 +173,8 @@ def start_forked(sandbox, argv, env, cwd, writable, hidden, join=True):
     placeholder, ns_pid = start_sandbox(sandbox, writable, hidden, cwd)
     try:
         pid = template().fork({"ns_pid": ns_pid, "argv": list(argv), "env": env, "cwd": cwd,
-                               "limits": sandbox.rlimits(), "join": join})
+                               "limits": sandbox.rlimits(), "join": join,
+                               "grader_pid": os.getpid()})
         return ForkedKernel(pid, placeholder)
     except BaseException:
         placeholder.kill()

@@ -110,7 +110,9 @@ def run_kernel(job):
             resource.setrlimit(LIMITS[name], (value, value))
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
-        os.dup2(2, 1)                       # the template's stderr: the grader's, as for a cold kernel
+        err = job.get("stderr_fd", 2)       # the grader's stderr, as a started kernel has it
+        os.dup2(err, 1)
+        os.dup2(err, 2)
         os.closerange(3, 1 << 16)
         libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         os.environ.clear()
@@ -144,6 +146,10 @@ def keeper(job, report):
     waits for it. Never returns."""
     try:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        try:        # the grader's stderr (this process's own may be another grader's)
+            job["stderr_fd"] = os.open(f"/proc/{job['grader_pid']}/fd/2", os.O_WRONLY | os.O_APPEND)
+        except (KeyError, OSError):
+            pass
         if job.get("join", True):
             join_sandbox(job["ns_pid"])
         pid = os.fork()
