@@ -6,8 +6,9 @@ process, fast. For each plain answer (a right answer or a mistake, run as plain 
   with that seed: a check passes exactly when the answer's expectation gives it points, and each
   `# fails:` line's check fails with its kind and its words;
 - the learner's kernel (the notebook's seed, judged against the stored reference.pt): set-up,
-  answer, the runner, the numbers note and every check cell, run as the notebook runs them: exactly the checks the expectation fails raise CheckFailed (what
-  nbgrader's kernel scores), each `# fails:` line's words are in it, shown as one short paragraph.
+  answer, the runner, the numbers note and every check cell, run as the notebook runs them:
+  exactly the checks the expectation fails raise CheckFailed (what nbgrader's kernel scores),
+  each `# fails:` line's words are in it, shown as one short paragraph.
 
 And the catalogues themselves: every answer expects points for every check of its lesson, no
 more than the notebook gives, full points for a right answer; every check is lost by a mistake.
