@@ -147,19 +147,21 @@ def test_nothing_outlives_the_kernel(course, join):
 
 
 def test_runs_as_nobody_without_capabilities_under_the_caps(course):
-    out, err = run_kernel("""
+    """As a started kernel in the same sandbox: uid and gid 65534 (no other group but the
+    sandbox's), no capability in any set, no_new_privs, the sandbox's rlimits."""
+    code = """
         import os, resource
         status = dict(line.split(':', 1) for line in open('/proc/self/status'))
-        print(os.getuid(), os.getgid(), os.getgroups(),
+        print(os.getuid(), os.getgid(), set(os.getgroups()) <= {65534},
               *(int(status[k], 16) for k in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb')),
               status['NoNewPrivs'].strip(),
               *(resource.getrlimit(r)[0] for r in (resource.RLIMIT_AS, resource.RLIMIT_CPU, resource.RLIMIT_NPROC)))
-    """, course[1])
-    assert err is None, out
+    """
+    forked, started = run_kernel(code, course[1]), run_kernel(code, course[1], fork=False)
     sandbox = Sandbox()
-    assert out.split() == ["65534", "65534", "[]", "0", "0", "0", "0", "0", "1",
-                           str(sandbox.memory_limit_mb * 2 ** 20), str(sandbox.cpu_limit_s),
-                           str(sandbox.max_processes)], out
+    assert forked == started == (" ".join(["65534", "65534", "True", "0", "0", "0", "0", "0", "1",
+                                            str(sandbox.memory_limit_mb * 2 ** 20), str(sandbox.cpu_limit_s),
+                                            str(sandbox.max_processes)]) + "\n", None), (forked, started)
 
 
 def test_a_template_that_cannot_start_means_a_cold_sandboxed_start(course, monkeypatch, caplog):

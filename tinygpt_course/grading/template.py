@@ -12,6 +12,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from .. import wire
@@ -25,6 +26,19 @@ class TemplateUnavailable(RuntimeError):
     """The template or the sandbox placeholder did not start; the caller starts a cold kernel."""
 
 
+def _matplotlib_cache():
+    """The template's matplotlib folder: the grader's own (outside the sandbox, /tmp is shared),
+    kept between runs so that matplotlib's font list is built once."""
+    path = os.path.join(os.path.expanduser("~"), ".cache", "tinygpt-course", "matplotlib")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        if os.stat(path).st_uid == os.getuid() and os.access(path, os.W_OK):
+            return path
+    except OSError:
+        pass
+    return tempfile.mkdtemp(prefix="tinygpt-matplotlib-")
+
+
 class KernelTemplate:
     """`python -m tinygpt_course.kernelfork.server`, started once per grading process, or once
     for a parent and the workers it forks (:func:`share`)."""
@@ -34,7 +48,8 @@ class KernelTemplate:
 
     def __init__(self):
         self.proc = subprocess.Popen([sys.executable, "-m", "tinygpt_course.kernelfork.server"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=sandbox_env(),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=sandbox_env({"MPLCONFIGDIR": _matplotlib_cache()}),
                                      cwd="/", start_new_session=True)
         try:
             header, _ = wire.read_reply(self.proc.stdout.fileno(), READY_TIMEOUT)

@@ -26,6 +26,7 @@ keepers are not dumpable, and are outside the sandbox's PID namespace: the kerne
 signal or trace them.
 """
 import ctypes
+import fcntl
 import importlib
 import json
 import os
@@ -42,6 +43,7 @@ CLONE = {"user": 0x10000000, "mnt": 0x00020000, "net": 0x40000000, "ipc": 0x0800
          "uts": 0x04000000, "cgroup": 0x02000000, "pid": 0x20000000}
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
+NS_GET_PARENT = 0xB702                                        # _IO(0xb7, 0x2)
 LIMITS = {"as": resource.RLIMIT_AS, "cpu": resource.RLIMIT_CPU, "nproc": resource.RLIMIT_NPROC}
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -86,15 +88,40 @@ def drop_capabilities():
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
 
 
+def user_namespaces(fd, ours):
+    """The user namespace `fd` and its ancestors up to (not including) ours, outermost first.
+    bubblewrap run by an unprivileged user nests two: the outer one owns the sandbox's mount,
+    network... namespaces; the inner one gives the sandbox its uid. `ours`: our own's inode."""
+    chain = [fd]
+    while True:
+        try:
+            parent = fcntl.ioctl(chain[0], NS_GET_PARENT)
+        except OSError:             # EPERM: the parent is outside our scope
+            break
+        if os.fstat(parent).st_ino == ours:
+            os.close(parent)
+            break
+        chain.insert(0, parent)
+    return chain
+
+
 def join_sandbox(ns_pid):
     """Enter every namespace of the sandbox whose PID 1 is `ns_pid` (PID: for our children).
-    A root grader owns some of them from outside (join those first, while it may); an
-    unprivileged one joins the user namespace first, which gives it the right to join the rest."""
+    Each namespace is joined as soon as we may: a root grader may join them all from outside; an
+    unprivileged one first enters the user namespace that owns them, then the sandbox's own."""
     fds = {name: os.open(f"/proc/{ns_pid}/ns/{name}", os.O_RDONLY) for name in CLONE}
-    later = [name for name in CLONE if name != "user" and libc.setns(fds[name], CLONE[name]) != 0]
-    _check(libc.setns(fds["user"], CLONE["user"]), "setns user")
-    for name in later:
-        _check(libc.setns(fds[name], CLONE[name]), f"setns {name}")
+    ours = os.stat("/proc/self/ns/user").st_ino          # before /proc is the sandbox's
+    left = [name for name in CLONE if name != "user"]
+
+    def join_what_we_may():
+        left[:] = [name for name in left if libc.setns(fds[name], CLONE[name]) != 0]
+
+    join_what_we_may()
+    for fd in user_namespaces(fds["user"], ours):
+        _check(libc.setns(fd, CLONE["user"]), "setns user")
+        join_what_we_may()
+    if left:
+        raise OSError(f"could not join the sandbox's {', '.join(left)} namespaces")
     for fd in fds.values():
         os.close(fd)
     drop_capabilities()
