@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from tinygpt_course.testing import hub as hh
+from tinygpt_course.testing import notebooks
 
 REPO = hh.REPO
 SHOTS = REPO / "screenshots"
@@ -45,15 +46,11 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 
 
 def _answers():
-    """The reference answer (source/, solution=true, markers removed) and a wrong one: no projection."""
-    nb = json.loads((REPO / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
-    cells = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
-    assert len(cells) == 1, "the lesson should have exactly one answer cell"
-    src = "".join(cells[0]["source"])
-    right = "\n".join(l for l in src.splitlines() if "### BEGIN SOLUTION" not in l and "### END SOLUTION" not in l)
+    """The reference answer (source/'s solution cell, markers removed) and a wrong one: no projection."""
+    right = notebooks.solution(ASSIGNMENT).strip("\n")
     wrong = re.sub(r"return self\.proj\((.*)\)", r"return \1", right)
     assert wrong != right, "could not make the wrong answer (forward without self.proj)"
-    return cells[0]["metadata"]["nbgrader"]["grade_id"], right, wrong
+    return notebooks.lesson_source(ASSIGNMENT).answer_id, right, wrong
 
 
 def _skip_or_fail():
@@ -513,7 +510,7 @@ def test_classroom_on_jupyterhub():
         grades = {row["student_id"]: row for row in csv.DictReader(open(course / "grades.csv"))}
         shutil.copy(course / "grades.csv", artifacts / "hub-grades.csv")
         g1, g2 = grades[STUDENT1], grades[STUDENT2]
-        assert float(g1["max_score"]) > 0
+        assert float(g1["max_score"]) == sum(notebooks.points(ASSIGNMENT).values()), g1
         assert float(g1["score"]) == float(g1["max_score"]), f"student 1 (reference answer) lost points: {g1}"
         assert float(g2["score"]) < float(g2["max_score"]), f"student 2 (no projection) got full marks: {g2}"
         # the formgrader's Manage Assignments counts the collected submissions
