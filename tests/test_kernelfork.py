@@ -20,7 +20,8 @@ from traitlets.config import Config
 from tinygpt_course.grading import template as template_mod
 from tinygpt_course.grading.kernel import SandboxedKernelManager
 from tinygpt_course.grading.sandbox import Sandbox
-from test_sandbox import escaping_sleeper, survivors
+from test_sandbox import course, escaping_sleeper, survivors  # noqa: F401  (course: a fixture)
+from test_sandbox import test_the_grading_kernel_runs_sandboxed_and_can_be_interrupted as interrupted
 
 REPO = Path(__file__).resolve().parents[1]
 JOINED = [pytest.param(True, id="joined"), pytest.param(False, id="not-joined")]
@@ -42,15 +43,8 @@ def run_kernel(code, own, join=True, fork=True, timeout=60):
             next((o["ename"] for o in outs if o.output_type == "error"), None))
 
 
-@pytest.fixture
-def course(tmp_path):
-    (tmp_path / "source").mkdir()
-    (tmp_path / "source" / "secret.txt").write_text("the solution")
-    (tmp_path / "gradebook.db").write_text("grades")
-    own = tmp_path / "autograded" / "alice" / "multihead"
-    own.mkdir(parents=True)
-    (own / "multihead.ipynb").write_text("hidden tests")
-    return tmp_path, own
+def test_a_forked_kernel_runs_sandboxed_and_can_be_interrupted(course):
+    interrupted(course, fork=True)
 
 
 def test_the_kernel_is_forked_and_fast(course):
@@ -67,6 +61,7 @@ def test_the_kernel_is_forked_and_fast(course):
 @pytest.mark.parametrize("join", JOINED)
 def test_cannot_read_the_course_the_notebook_or_root(course, join):
     root, own = course
+    (own / "multihead.ipynb").write_text("hidden tests")
     out, err = run_kernel(f"""
         import os
         for path in [{str(root / 'source' / 'secret.txt')!r}, {str(root / 'gradebook.db')!r}, 'multihead.ipynb']:

@@ -173,11 +173,10 @@ def test_read_only_paths_under_tmp_stay_visible(tmp_path, course):
     assert proc.returncode == 0 and proc.stdout.strip() == "library", proc.stderr
 
 
-@pytest.mark.parametrize("fork", [pytest.param(True, id="forked"), pytest.param(False, id="started")])
-def test_the_grading_kernel_runs_sandboxed_and_can_be_interrupted(course, fork):
-    """nbgrader's kernel, forked from the template or started: inside the sandbox, and an endless
-    loop stops at the cell timeout (the interrupt reaches a kernel in its own session and PID
-    namespace) so later cells run."""
+def test_the_grading_kernel_runs_sandboxed_and_can_be_interrupted(course, fork=False):
+    """nbgrader's kernel, started (tests/test_kernelfork.py: forked): inside the sandbox, and an
+    endless loop stops at the cell timeout (the interrupt reaches a kernel in its own session and
+    PID namespace) so later cells run."""
     import nbformat
     from nbclient import NotebookClient
     from traitlets.config import Config

@@ -1,18 +1,19 @@
 """The names list, the 27-symbol vocabulary, and the lesson's batch of windows.
 
 Every lesson cuts its batch the same way: the names joined by '\n' into one long text, and
-32 windows of 8 symbols taken at offsets drawn from a fixed seed, so every learner, the
-grader and the documented printout see the same batch.
+SIZES.batch_size windows of SIZES.block_size symbols taken at offsets drawn from a fixed seed
+(SIZES.batch_seed), so every learner, the grader and the documented printout see the same batch.
 """
 from importlib import resources
 from pathlib import Path
 
 import torch
 
+from tinygpt_course.config import SIZES
+
 VOCAB = ["\n"] + [chr(c) for c in range(ord("a"), ord("z") + 1)]  # '\n' ends a name
 STOI = {ch: i for i, ch in enumerate(VOCAB)}
 _VOCAB_SET = set(VOCAB)
-BATCH_SIZE, BLOCK_SIZE, BATCH_SEED = 32, 8, 1337
 
 
 class NamesDataError(ValueError):
@@ -54,7 +55,7 @@ def decode(ids) -> str:
     return "".join(VOCAB[int(i)] for i in ids)
 
 
-def get_batch(names=None, batch_size=BATCH_SIZE, block_size=BLOCK_SIZE, seed=BATCH_SEED):
+def get_batch(names=None, batch_size=SIZES.batch_size, block_size=SIZES.block_size, seed=SIZES.batch_seed):
     """(batch_size, block_size) symbol ids: windows cut from the names joined by '\n'.
 
     Offsets come from a private generator, so the batch never depends on (or disturbs)

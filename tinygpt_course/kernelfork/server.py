@@ -38,6 +38,7 @@ import sys
 import traceback
 
 from tinygpt_course import wire
+from tinygpt_course.rerun.server import reap
 
 CLONE = {"user": 0x10000000, "mnt": 0x00020000, "net": 0x40000000, "ipc": 0x08000000,
          "uts": 0x04000000, "cgroup": 0x02000000, "pid": 0x20000000}
@@ -210,16 +211,6 @@ def fork_kernel(job):
         return json.loads(b"".join(chunks))
     except ValueError:
         return {"error": "the keeper ended without a word"}
-
-
-def reap():
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def main():

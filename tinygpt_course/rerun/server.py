@@ -81,6 +81,17 @@ def child(job, folder):
         os._exit(code)
 
 
+def reap():
+    """Collect every child that has ended, without waiting for the others."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def in_own_pid_namespace():
     """True inside bwrap: this process and bwrap's init are the only ones there."""
     return {int(p) for p in os.listdir("/proc") if p.isdigit()} <= {1, os.getpid()}
@@ -105,13 +116,7 @@ def sweep(pid):
             os.kill(-1, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        while True:          # reap what were our children
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
+        reap()               # what were our children
         others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
         if not others:
             return
