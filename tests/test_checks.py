@@ -128,13 +128,13 @@ def test_a_missing_class_names_the_syntax_error():
 
 
 def test_an_endless_loop_is_stopped_and_named(monkeypatch):
-    monkeypatch.setattr(notebook, "STEP_SECONDS", 0.5)
+    monkeypatch.setattr(notebook, "STEP_SECONDS", 0.25)
     monkeypatch.setattr(notebook, "_too_slow", [])
     ns = lesson_namespace(answer_of("20_endless_loop"))
     printed = " ".join(run_cell("runner", ns).split())
-    assert "did not finish within 0.5 seconds" in printed and "weights to learn: 4128" in printed
+    assert "did not finish within 0.25 seconds" in printed and "weights to learn: 4128" in printed
     passed, text = check(ns, "shapes")
-    assert not passed and "did not finish within 0.5 seconds" in " ".join(text.split())
+    assert not passed and "did not finish within 0.25 seconds" in " ".join(text.split())
 
 
 def test_printout_data_is_the_documented_block():

@@ -190,7 +190,7 @@ def test_the_grading_kernel_runs_sandboxed_and_can_be_interrupted(course, fork=F
     cfg = Config()
     cfg.SandboxedKernelManager.fork_from_template = fork
     NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, config=cfg, resources={"metadata": {"path": str(own)}},
-                   timeout=3, interrupt_on_timeout=True, allow_errors=True).execute()
+                   timeout=2, interrupt_on_timeout=True, allow_errors=True).execute()
     assert nb.cells[0].outputs[0]["text"].split() == ["65534", "False"]
     assert nb.cells[1].outputs[-1]["ename"] == "KeyboardInterrupt"
     assert nb.cells[2].outputs[0]["text"] == "after\n"
