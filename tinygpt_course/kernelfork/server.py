@@ -68,6 +68,11 @@ def warm():
     for info in pkgutil.iter_modules(tinygpt_course.checks.__path__):
         if info.ispkg:
             importlib.import_module(f"tinygpt_course.checks.{info.name}")
+    # one drawing of the explorer, on made-up weights: matplotlib's first drawing loads fonts
+    # and fills caches that every kernel would otherwise fill again (the pictures do not change)
+    import numpy as np
+    from tinygpt_course import plots
+    plots.png(plots.figure(np.full((2, 8, 8), 0.125), list("abcdefgh"), 7))
 
 
 def drop_capabilities():
