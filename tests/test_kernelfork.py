@@ -31,13 +31,19 @@ class Unjoined(SandboxedKernelManager):
     _join_sandbox = False
 
 
-def run_kernel(code, own, join=True, fork=True, timeout=60):
-    """Run `code` in one cell of a grading kernel with cwd `own`; (text output, error name)."""
+def execute(nb, folder, fork=True, join=True, **options):
+    """Run `nb` as grading does, in `folder`, with its kernel forked (and joining its sandbox) or started."""
     cfg = Config()
     cfg.SandboxedKernelManager.fork_from_template = fork
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(textwrap.dedent(code))])
     NotebookClient(nb, kernel_manager_class=SandboxedKernelManager if join else Unjoined, config=cfg,
-                   resources={"metadata": {"path": str(own)}}, timeout=timeout, allow_errors=True).execute()
+                   resources={"metadata": {"path": str(folder)}}, **options).execute()
+    return nb
+
+
+def run_kernel(code, own, join=True, fork=True, timeout=60):
+    """Run `code` in one cell of a grading kernel with cwd `own`; (text output, error name)."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(textwrap.dedent(code))])
+    execute(nb, own, fork, join, timeout=timeout, allow_errors=True)
     outs = nb.cells[0].outputs
     return ("".join(o.get("text", "") for o in outs if o.output_type == "stream"),
             next((o["ename"] for o in outs if o.output_type == "error"), None))
@@ -170,11 +176,7 @@ def test_a_template_that_cannot_start_means_a_cold_sandboxed_start(course, monke
 
 
 def lesson_outputs(nb_path, folder, fork):
-    nb = nbformat.read(nb_path, 4)
-    cfg = Config()
-    cfg.SandboxedKernelManager.fork_from_template = fork
-    NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, config=cfg,
-                   resources={"metadata": {"path": str(folder)}}, timeout=120).execute()
+    nb = execute(nbformat.read(nb_path, 4), folder, fork, timeout=120)
     outputs = []
     for cell in nb.cells:
         for out in cell.get("outputs", []):

@@ -44,6 +44,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         "as stock nbgrader does.")).tag(config=True)
 
     _run_dir = None
+    _forked = None          # the ForkedKernel, whose sandbox goes at cleanup
     _join_sandbox = True    # tests/test_kernelfork.py switches it off to show the join is the defence
 
     @property
@@ -98,7 +99,7 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_cleanup_resources(self, restart=False):
         await super()._async_cleanup_resources(restart=restart)
-        if getattr(self, "_forked", None) is not None:
+        if self._forked is not None:
             self._forked.close()           # the sandbox goes, with whatever learner code left in it
             self._forked = None
         if self._run_dir and not restart:

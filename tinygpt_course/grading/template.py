@@ -52,11 +52,10 @@ class KernelTemplate:
                                      env=sandbox_env({"MPLCONFIGDIR": _matplotlib_cache()}),
                                      cwd="/", start_new_session=True)
         try:
-            header, _ = wire.read_reply(self.proc.stdout.fileno(), READY_TIMEOUT)
+            wire.read_reply(self.proc.stdout.fileno(), READY_TIMEOUT)
         except wire.Gone as exc:
             self.close()
             raise TemplateUnavailable(f"the kernel template did not start ({exc})") from None
-        self.pid = header["pid"]
 
     def fork(self, job, timeout=60):
         if self.lock is not None and not self.lock.acquire(timeout=timeout):

@@ -60,18 +60,18 @@ def warm():
     socket, no IPython shell, no pyplot backend (those belong to each kernel)."""
     # as ipykernel sets it, and before matplotlib reads it at import
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    for name in ("ipykernel.kernelapp", "ipykernel.ipkernel", "numpy", "torch", "matplotlib.figure",
+    for name in ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "matplotlib.figure",
                  "matplotlib.font_manager",           # loads the font list once
-                 "tinygpt_course.data", "tinygpt_course.plots", "tinygpt_course.checks"):
+                 "tinygpt_course.data"):
         importlib.import_module(name)
+    import numpy as np
     import tinygpt_course.checks
+    from tinygpt_course import plots
     for info in pkgutil.iter_modules(tinygpt_course.checks.__path__):
         if info.ispkg:
             importlib.import_module(f"tinygpt_course.checks.{info.name}")
     # one drawing of the explorer, on made-up weights: matplotlib's first drawing loads fonts
     # and fills caches that every kernel would otherwise fill again (the pictures do not change)
-    import numpy as np
-    from tinygpt_course import plots
     plots.png(plots.figure(np.full((2, 8, 8), 0.125), list("abcdefgh"), 7))
 
 
@@ -226,7 +226,7 @@ def main():
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr
     warm()
-    wire.write(out, {"status": "ready", "pid": os.getpid()})
+    wire.write(out, {"status": "ready"})
     while (job := wire.read(inp)) is not None:
         reap()
         wire.write(out, fork_kernel(job))
