@@ -49,6 +49,13 @@ def default_jobs():
         return max(1, os.cpu_count() or 1)
 
 
+def jobs_for_cores(cores):
+    """(submissions graded at once, torch threads each) for a machine or pod of `cores` cores: the
+    default of --jobs, and what hub/z2jh/grade-job.yaml sets for its pods' CPU limit."""
+    jobs = cores + 1
+    return jobs, max(1, cores // jobs)
+
+
 def main(argv=None):
     # every temporary file of the run (multiprocessing's, nbgrader's, the kernels') in one folder
     # that goes when the run ends, however it ends
@@ -74,7 +81,7 @@ def _main(argv, logs_base):
     # one more worker than cores: a submission spends part of its time waiting (kernel start-up,
     # the gradebook lock); measured on 2 cores, 24 submissions: 1.39x the floor with 2 workers,
     # 1.32x with 3
-    jobs = args.jobs if args.jobs > 0 else default_jobs() + 1
+    jobs = args.jobs if args.jobs > 0 else jobs_for_cores(default_jobs())[0]
     # jobs kernels share the cores: torch's default (a thread per core in every process) would
     # have them spin against each other (measured: +20% CPU per submission on 2 cores).
     # Set before torch is imported here; workers, kernels and re-runs inherit it.
