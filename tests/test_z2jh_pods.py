@@ -359,6 +359,9 @@ def test_pod_security_levels(pods, job):
         assert not any(kind in vol for vol in spec["volumes"]), "no NFS or host volume in a user-namespaced pod"
     assert "nbgrader-exchange" not in {v["name"] for v in spec["volumes"]}, \
         "the exchange (NFS-type) cannot be mounted with hostUsers false"
+    # hub/README.md gives the namespace the level the Job needs
+    readme = (Z2JH.parent / "README.md").read_text()
+    assert re.search(r"kubectl label namespace tinygpt pod-security\.kubernetes\.io/enforce=privileged", readme)
 
 
 def test_only_the_teacher_pod_mounts_the_course_source(values, pods):
