@@ -39,6 +39,12 @@ def _parse_args(argv):
     p.add_argument("--logs", metavar="DIR", help="keep every submission's nbgrader log in DIR "
                    "(default: a temporary folder, kept and named only when a submission failed)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    # past one pod (shard.py, merge.py; hub/z2jh/grade-job.yaml)
+    p.add_argument("--shards", type=int, metavar="N", help="grade only one shard of the class split into N "
+                   "(a Kubernetes Indexed Job's pod); its results go to shards/<assignment>/<index>/")
+    p.add_argument("--shard-index", type=int, metavar="I", help="which shard, 0..N-1 (default: $JOB_COMPLETION_INDEX)")
+    p.add_argument("--merge-shards", type=int, metavar="N", help="put the results of shards 0..N-1 into the "
+                   "gradebook and autograded/ (after every shard is done)")
     return p.parse_args(argv)
 
 
@@ -89,6 +95,12 @@ def _main(argv, logs_base):
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, default_jobs() // jobs)))
 
     install_gradebook_lock()
+    if args.merge_shards:
+        from .merge import run as merge
+        return merge(args)
+    if args.shards:
+        from .shard import run as shard
+        return shard(args, logs_base)
     coursedir = load_course(args.assignment)
     submissions = find_submissions(coursedir, args.assignment)
     if not submissions:
