@@ -30,22 +30,13 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from test_z2jh_values import CHART, Z2JH, helm_merge, load
+from test_z2jh_values import CHART, Z2JH, get_config, helm_merge, load
 
 K8S_VERSIONS = ["1.33.0", "1.37.0"]     # hostUsers false (the grading Job) needs 1.33+
 HOME = "/home/jovyan"
 
 
 # --- the chart's hub: values -> KubeSpawner config (as chart 4.4.0's jupyterhub_config.py maps them)
-
-def get_config(values, key, default=None):
-    node = values
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return default
-        node = node[part]
-    return node
-
 
 def camel(name):
     return re.sub(r"_([a-z])", lambda m: m.group(1).upper(), name)
@@ -294,6 +285,8 @@ def test_every_pod_passes_the_kubernetes_schemas(pods, job):
         validate(pod)
         validate(pvc)
     validate(job)
+    for doc in yaml.safe_load_all((Z2JH / "exchange.yaml").read_text()):     # the exchange's claim and Job
+        validate(doc)
 
 
 def test_the_schema_check_catches_a_wrong_field(pods):

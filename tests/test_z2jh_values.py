@@ -42,6 +42,16 @@ def helm_merge(defaults, values):
     return out
 
 
+def get_config(values, key, default=None):
+    """values["a"]["b"]["c"] for "a.b.c", as the chart's z2jh.get_config reads its values."""
+    node = values
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
 def load(path):
     return yaml.safe_load(path.read_text())
 
@@ -156,15 +166,7 @@ def hub_config(values):
     """Run hub.extraConfig as the chart's hub does: `c` is the hub's config, z2jh.get_config reads
     the values."""
     from traitlets.config import Config
-
-    def get_config(key, default=None):
-        node = values
-        for part in key.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return default
-            node = node[part]
-        return node
-    sys.modules["z2jh"] = types.SimpleNamespace(get_config=get_config)
+    sys.modules["z2jh"] = types.SimpleNamespace(get_config=lambda key, default=None: get_config(values, key, default))
     c = Config()
     try:
         for name, code in values["hub"]["extraConfig"].items():

@@ -62,6 +62,16 @@ def jobs_for_cores(cores):
     return jobs, max(1, cores // jobs)
 
 
+def report_problems(flagged, failed, where_logs):
+    """Name the submissions left aside and those that failed; True if any failed (exit status 1)."""
+    if flagged:
+        print(f"tinygpt-grade-class: flagged and left aside (files of another user): {', '.join(sorted(flagged))}",
+              file=sys.stderr)
+    if failed:
+        print(f"tinygpt-grade-class: failed: {', '.join(sorted(failed))} ({where_logs})", file=sys.stderr)
+    return bool(failed)
+
+
 def main(argv=None):
     # every temporary file of the run (multiprocessing's, nbgrader's, the kernels') in one folder
     # that goes when the run ends, however it ends
@@ -137,11 +147,7 @@ def _main(argv, logs_base):
     graded = sum(1 for code, _ in results.values() if code == 0)
     print(f"tinygpt-grade-class: graded {graded}, skipped {skipped}, failed {len(failed)}, "
           f"flagged {len(spoofed)} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    if spoofed:
-        print(f"tinygpt-grade-class: flagged and left aside (files of another user): {', '.join(sorted(spoofed))}",
-              file=sys.stderr)
-    if failed:
-        print(f"tinygpt-grade-class: failed: {', '.join(failed)} (logs in {log_dir})", file=sys.stderr)
+    if report_problems(spoofed, failed, f"logs in {log_dir}"):
         return 1
     if not logs:
         shutil.rmtree(log_dir, ignore_errors=True)

@@ -118,10 +118,5 @@ def run(args):
     shutil.rmtree(root)
     print(f"tinygpt-grade-class: merged {shards} shards: graded {len(graded)}, failed {len(failed)}, "
           f"flagged {len(flagged)}", file=sys.stderr)
-    if flagged:
-        print(f"tinygpt-grade-class: flagged and left aside (files of another user): {', '.join(flagged)}",
-              file=sys.stderr)
-    if failed:
-        print(f"tinygpt-grade-class: failed: {', '.join(failed)} (the shards' logs say why)", file=sys.stderr)
-        return 1
-    return 0
+    from .cli import report_problems
+    return 1 if report_problems(flagged, failed, "the shards' logs say why") else 0
