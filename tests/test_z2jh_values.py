@@ -3,9 +3,11 @@
 - merged with chart 4.4.0's defaults the way Helm merges, it passes the chart's own values schema
   (hub/z2jh/chart-4.4.0/, copied from the chart with its LICENSE);
 - the role files it mounts are what hub/roles.py makes (the one-machine hub writes the same);
+- the roster (a CSV of id, first_name, last_name, email, uid) and the passwd every pod mounts agree
+  (hub/z2jh/roster.py makes it), and a bad roster is refused with its line;
 - its hub.extraConfig, run against the values: one uid per person from the roster, teachers get the
-  formgrader role, their course folder seeded as themselves, and the pod security the grading
-  sandbox needs; students get none of it; nobody is a hub admin;
+  formgrader role and their course folder seeded by their own init step; students get none of it;
+  nobody is a hub admin (tests/test_z2jh_pods.py builds the real pods from it);
 - nothing runs as root at spawn; the exchange's one-time Job (hub/z2jh/exchange.yaml) makes the
   course folder for the teacher's uid in the roster, on the same claim and path the pods mount;
 - hub/README.md installs exactly this chart version.
@@ -38,6 +40,16 @@ def helm_merge(defaults, values):
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def get_config(values, key, default=None):
+    """values["a"]["b"]["c"] for "a.b.c", as the chart's z2jh.get_config reads its values."""
+    node = values
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
 
 
 def load(path):
@@ -96,13 +108,18 @@ def test_role_files_are_what_hub_roles_makes(values):
         "; expected:\n" + "\n".join(f"--- {k}\n{expected.get(k)}" for k in wrong)
 
 
+def _z2jh_roster():
+    spec = importlib.util.spec_from_file_location("tinygpt_z2jh_roster", Z2JH / "roster.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def roster(values):
-    """name -> (uid, gid) of the people in the passwd roster (uid >= 2000)."""
-    people = {}
-    for line in values["custom"]["tinygpt"]["passwd"].splitlines():
-        name, _, uid, gid = line.split(":")[:4]
-        if int(uid) >= 2000:
-            people[name] = (int(uid), int(gid))
+    """name -> (uid, gid) of the people: the teachers and the roster CSV's students."""
+    course = values["custom"]["tinygpt"]
+    people = {name: (int(uid), int(uid)) for name, uid in course["teachers"].items()}
+    people.update({sid: (uid, uid) for sid, *_, uid in _z2jh_roster().students(course)})
     return people
 
 
@@ -110,18 +127,38 @@ def test_the_roster_gives_everyone_their_own_uid(values):
     people = roster(values)
     uids = [u for u, _ in people.values()]
     assert len(people) >= 2 and len(set(uids)) == len(uids), people
-    assert set(values["custom"]["tinygpt"]["teachers"]) <= set(people)
     passwd = values["singleuser"]["extraFiles"]["tinygpt-passwd"]
     assert passwd["mountPath"] == "/etc/passwd"
     assert passwd["stringData"] == values["custom"]["tinygpt"]["passwd"]   # one roster (a YAML alias)
 
 
+def test_the_passwd_is_made_from_the_roster(values):
+    course = values["custom"]["tinygpt"]
+    expected = _z2jh_roster().passwd(course)
+    assert course["passwd"] == expected, "custom.tinygpt.passwd is not what the roster gives " \
+        "(python hub/z2jh/roster.py prints it):\n" + expected
+    lines = {ln.split(":")[0]: ln.split(":") for ln in expected.splitlines()}
+    assert lines["student-login-1"][4] == "Ada Lovelace"
+
+
+def test_a_bad_roster_is_refused_with_its_line(values):
+    course = copy.deepcopy(values["custom"]["tinygpt"])
+    for bad, message in [("id,first_name,last_name,email\nann,Ann,A,a@x\n", "header"),
+                         ("id,first_name,last_name,email,uid\nann,Ann,A,a@x,0\n", "line 2"),
+                         ("id,first_name,last_name,email,uid\nann,Ann,A,a@x,2001\nbob,Bob,B,b@x,2001\n",
+                          "own uid")]:
+        course["roster"] = bad
+        with pytest.raises(ValueError, match=message):
+            _z2jh_roster().passwd(course)
+
+
 class FakeSpawner:
     def __init__(self, name):
         self.user = types.SimpleNamespace(name=name)
-        self.environment, self.cmd = {}, ["jupyterhub-singleuser"]
-        self.container_security_context, self.extra_pod_config = {}, {}
-        self.mem_limit = self.mem_guarantee = None
+        self.environment, self.cmd, self.image = {}, ["jupyterhub-singleuser"], "image:tag"
+        self.extra_labels, self.init_containers, self.volumes = {}, [], {}
+        self.volume_mounts = {"home": {"name": "volume-{user_server}", "mountPath": "/home/jovyan"}}
+        self.mem_limit = self.mem_guarantee = self.cpu_limit = self.cpu_guarantee = None
 
 
 @pytest.fixture(scope="module")
@@ -129,15 +166,7 @@ def hub_config(values):
     """Run hub.extraConfig as the chart's hub does: `c` is the hub's config, z2jh.get_config reads
     the values."""
     from traitlets.config import Config
-
-    def get_config(key, default=None):
-        node = values
-        for part in key.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return default
-            node = node[part]
-        return node
-    sys.modules["z2jh"] = types.SimpleNamespace(get_config=get_config)
+    sys.modules["z2jh"] = types.SimpleNamespace(get_config=lambda key, default=None: get_config(values, key, default))
     c = Config()
     try:
         for name, code in values["hub"]["extraConfig"].items():
@@ -164,14 +193,13 @@ def test_hub_config_one_uid_per_person_and_the_roles(values, hub_config):
     c.KubeSpawner.pre_spawn_hook(s)
     assert t.environment["JUPYTER_CONFIG_PATH"].split(":")[0] == "/etc/tinygpt/jupyter/teacher"
     assert s.environment["JUPYTER_CONFIG_PATH"].split(":")[0] == "/etc/tinygpt/jupyter/student"
-    repo = course["courseRepo"]
-    assert t.cmd == ["/bin/sh", f"{repo}/hub/seed_course.sh", repo, course["courseDir"], "jupyterhub-singleuser"]
+    assert t.cmd == s.cmd == ["jupyterhub-singleuser"]       # the course is seeded by the teacher's init step
+    (init,) = t.init_containers
+    assert f"{course['courseRepo']}/hub/seed_course.sh" in init["command"][2]
     assert (REPO / "hub" / "seed_course.sh").exists()
-    assert s.cmd == ["jupyterhub-singleuser"]
-    sec = t.container_security_context
-    assert sec["seccompProfile"]["type"] == "Unconfined" and sec["appArmorProfile"]["type"] == "Unconfined"
-    assert sec["procMount"] == "Unmasked" and t.extra_pod_config == {"hostUsers": False}
-    assert not s.container_security_context, "students need no relaxed pod security"
+    assert (t.mem_limit, t.cpu_limit) == (course["teacherResources"]["memory"]["limit"],
+                                          course["teacherResources"]["cpu"]["limit"])
+    assert not s.init_containers and s.mem_limit is None and not s.extra_labels
     with pytest.raises(ValueError, match="roster"):
         c.KubeSpawner.pre_spawn_hook(FakeSpawner("not-in-the-class"))
 
@@ -194,7 +222,8 @@ def test_the_exchange_job_prepares_what_the_pods_mount(values):
     assert container["volumeMounts"][0]["mountPath"] == exchange_mount(values)
     args = container["command"]
     course = values["custom"]["tinygpt"]
-    uid, gid = roster(values)[course["teachers"][0]]
+    ((teacher, uid),) = course["teachers"].items()
+    gid = uid
     assert args[1] == f"{course['courseRepo']}/hub/exchange_setup.py"
     assert args[args.index("--root") + 1] == exchange_mount(values)
     assert args[args.index("--course") + 1] == f"{course['courseId']}={uid}:{gid}"

@@ -39,6 +39,12 @@ def _parse_args(argv):
     p.add_argument("--logs", metavar="DIR", help="keep every submission's nbgrader log in DIR "
                    "(default: a temporary folder, kept and named only when a submission failed)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    # past one pod (shard.py, merge.py; hub/z2jh/grade-job.yaml)
+    p.add_argument("--shards", type=int, metavar="N", help="grade only one shard of the class split into N "
+                   "(a Kubernetes Indexed Job's pod); its results go to shards/<assignment>/<index>/")
+    p.add_argument("--shard-index", type=int, metavar="I", help="which shard, 0..N-1 (default: $JOB_COMPLETION_INDEX)")
+    p.add_argument("--merge-shards", type=int, metavar="N", help="put the results of shards 0..N-1 into the "
+                   "gradebook and autograded/ (after every shard is done)")
     return p.parse_args(argv)
 
 
@@ -47,6 +53,23 @@ def default_jobs():
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover (not Linux)
         return max(1, os.cpu_count() or 1)
+
+
+def jobs_for_cores(cores):
+    """(submissions graded at once, torch threads each) for a machine or pod of `cores` cores: the
+    default of --jobs, and what hub/z2jh/grade-job.yaml sets for its pods' CPU limit."""
+    jobs = cores + 1
+    return jobs, max(1, cores // jobs)
+
+
+def report_problems(flagged, failed, where_logs):
+    """Name the submissions left aside and those that failed; True if any failed (exit status 1)."""
+    if flagged:
+        print(f"tinygpt-grade-class: flagged and left aside (files of another user): {', '.join(sorted(flagged))}",
+              file=sys.stderr)
+    if failed:
+        print(f"tinygpt-grade-class: failed: {', '.join(sorted(failed))} ({where_logs})", file=sys.stderr)
+    return bool(failed)
 
 
 def main(argv=None):
@@ -74,7 +97,7 @@ def _main(argv, logs_base):
     # one more worker than cores: a submission spends part of its time waiting (kernel start-up,
     # the gradebook lock); measured on 2 cores, 24 submissions: 1.39x the floor with 2 workers,
     # 1.32x with 3
-    jobs = args.jobs if args.jobs > 0 else default_jobs() + 1
+    jobs = args.jobs if args.jobs > 0 else jobs_for_cores(default_jobs())[0]
     # jobs kernels share the cores: torch's default (a thread per core in every process) would
     # have them spin against each other (measured: +20% CPU per submission on 2 cores).
     # Set before torch is imported here; workers, kernels and re-runs inherit it.
@@ -82,6 +105,12 @@ def _main(argv, logs_base):
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, default_jobs() // jobs)))
 
     install_gradebook_lock()
+    if args.merge_shards:
+        from .merge import run as merge
+        return merge(args)
+    if args.shards:
+        from .shard import run as shard
+        return shard(args, logs_base)
     coursedir = load_course(args.assignment)
     submissions = find_submissions(coursedir, args.assignment)
     if not submissions:
@@ -118,11 +147,7 @@ def _main(argv, logs_base):
     graded = sum(1 for code, _ in results.values() if code == 0)
     print(f"tinygpt-grade-class: graded {graded}, skipped {skipped}, failed {len(failed)}, "
           f"flagged {len(spoofed)} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    if spoofed:
-        print(f"tinygpt-grade-class: flagged and left aside (files of another user): {', '.join(sorted(spoofed))}",
-              file=sys.stderr)
-    if failed:
-        print(f"tinygpt-grade-class: failed: {', '.join(failed)} (logs in {log_dir})", file=sys.stderr)
+    if report_problems(spoofed, failed, f"logs in {log_dir}"):
         return 1
     if not logs:
         shutil.rmtree(log_dir, ignore_errors=True)
