@@ -174,3 +174,26 @@ def test_no_file_folder_or_shared_memory_is_left_for_the_next_job(fresh):
         assert got.endswith("found: []"), got
     else:
         assert got.endswith("found: ['dev', 'tmp', 'shm: hello next']"), got
+
+
+def lesson_setup():
+    from tinygpt_course.grading.lesson import read_lesson
+    from tinygpt_course.testing.notebooks import source_path
+    return read_lesson(source_path("multihead"))
+
+
+@pytest.mark.parametrize("fresh", ON_OFF)
+@pytest.mark.parametrize("attack, before", [("43_attack_heap_search", "solution"),
+                                            ("44_attack_previous_reply", "01_right_comprehension")])
+def test_the_catalogues_attacks_pass_only_with_the_defence_off(attack, before, fresh):
+    """Graded right after the solution's run (the reference) or a right answer, the catalogue's
+    answer passes every check when its re-run shares a process with that job, none of those a
+    forward returning x fails when it does not."""
+    from tinygpt_course.testing.catalogue import answer
+    src, sandbox = lesson_setup(), Sandbox()
+    ref = rerun(sandbox, "multihead", src.setup, src.solution, 7, 60, fresh=fresh).record
+    if before != "solution":
+        rerun(sandbox, "multihead", src.setup, answer("multihead", before).code, 7, 60, fresh=fresh)
+    rec = rerun(sandbox, "multihead", src.setup, answer("multihead", attack).code, 7, 60, fresh=fresh).record
+    passed = {gid for gid in src.test_ids if src.lesson.verdict(gid, rec, ref).passed}
+    assert passed == ({"weight_count", "causal"} if fresh else set(src.test_ids)), passed
