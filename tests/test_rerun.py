@@ -126,18 +126,6 @@ if shmid >= 0:
     found.append("shm: " + ctypes.string_at(libc.shmat(shmid, None, 0), 10).decode())
 raise Exception(f"found: {found}")
 '''
-RIGHT = """
-class MultiHead(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.heads = nn.ModuleList([Head(16) for _ in range(2)])
-        self.proj = nn.Linear(n_embd, n_embd)
-
-    def forward(self, x):
-        return self.proj(torch.cat([h(x) for h in self.heads], dim=-1))
-"""
-
-
 def two_jobs(first, second, fresh, setup=()):
     sandbox = Sandbox()
     rerun(sandbox, "multihead", setup, first, 7, 60, fresh=fresh)
@@ -158,7 +146,9 @@ def test_the_previous_reply_is_not_there_to_take(fresh):
     from tinygpt_course.testing.notebooks import source_path
     setup = read_lesson(source_path("multihead")).setup
     sandbox = Sandbox()
-    right = rerun(sandbox, "multihead", setup, RIGHT, 7, 60, fresh=fresh).record
+    from tinygpt_course.testing.catalogue import answer
+    right = rerun(sandbox, "multihead", setup, answer("multihead", "01_right_comprehension").code, 7, 60,
+                  fresh=fresh).record
     assert "out" in right and "init_error" not in right, right
     taken = rerun(sandbox, "multihead", setup, PREVIOUS_REPLY, 7, 60, fresh=fresh)
     if fresh:

@@ -48,12 +48,13 @@ MAX_RECORD = 256 * 2 ** 20
 TAIL = 2000                 # bytes of the runner's output the reply carries
 EOF_EXIT = 3                # a worker's exit code when the grader has closed the pipe
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
-LIMITS = {"as": resource.RLIMIT_AS, "cpu": resource.RLIMIT_CPU, "nproc": resource.RLIMIT_NPROC}
 libc = ctypes.CDLL(None, use_errno=True)
 
 EXTRACTS = {}               # lesson -> its extract function, bound in the zygote
 SAVE = None                 # torch.save, bound in the zygote
 ERROR_TEXT = None           # tinygpt_course.checks.common.error_text, bound in the zygote
+LIMITS = JOIN = None        # the kernel template's table of rlimits and its join_sandbox: one
+                            # mechanism for both (imported in warm(): that module imports this one)
 
 
 def run_cell(source, ns, label):
@@ -146,8 +147,7 @@ def read_regular(path, limit, tail=False):
 def run_job(job, joined=None):
     """Run one job in its sandbox (joined here unless `joined` already is it); (header, payload)."""
     if job.get("ns_pid") and job["ns_pid"] != joined:
-        from tinygpt_course.kernelfork.server import join_sandbox
-        join_sandbox(job["ns_pid"])
+        JOIN(job["ns_pid"])
     folder = tempfile.mkdtemp(prefix="job-", dir="/tmp")
     pid = os.fork()
     if pid == 0:
@@ -209,14 +209,14 @@ def worker(inp, out, reuse=False):
 
 
 def warm(lessons):
-    global SAVE, ERROR_TEXT
+    global SAVE, ERROR_TEXT, LIMITS, JOIN
     import torch
 
     from tinygpt_course.checks.common import error_text
-    SAVE, ERROR_TEXT = torch.save, error_text
+    from tinygpt_course.kernelfork.server import LIMITS, join_sandbox
+    SAVE, ERROR_TEXT, JOIN = torch.save, error_text, join_sandbox
     for name in lessons:               # the lessons' extract halves, imported once
         EXTRACTS[name] = importlib.import_module(f"tinygpt_course.checks.{name}.extract").extract
-    importlib.import_module("tinygpt_course.kernelfork.server")      # join_sandbox
 
 
 def main(argv=None):
