@@ -76,7 +76,9 @@ class RerunServer:
     def run(self, sandbox, job):
         placeholder, ns_pid = self.sandbox_for(sandbox)
         try:
-            wire.write(self.proc.stdin, {**job, "ns_pid": ns_pid, "limits": sandbox.rlimits() if sandbox.enabled else {}})
+            # unsandboxed (an opt-out), memory and CPU are still capped, as they were
+            limits = {k: v for k, v in sandbox.rlimits().items() if sandbox.enabled or k != "nproc"}
+            wire.write(self.proc.stdin, {**job, "ns_pid": ns_pid, "limits": limits})
             return self._read(job["timeout"] + 60)
         except (BrokenPipeError, OSError) as exc:
             raise ServerGone(f"the re-run server ended ({exc})") from None
