@@ -25,6 +25,7 @@ from tinygpt_course.grading.independent import IndependentChecks, PrepareChecks,
 from tinygpt_course.grading.owner import CheckOwner  # noqa: E402
 from tinygpt_course.grading.repair import (  # noqa: E402
     ForgetDuplicates, RestoreDeletedCells, pre_convert_hook)
+from tinygpt_course.grading.sanitize_outputs import SanitizeOutputs  # noqa: E402
 
 # Sanitizing as nbgrader does it, after an ownership check (a submission whose files belong to
 # another Unix user is not graded), plus two repairs: duplicated or deleted cells lose nothing.
@@ -34,10 +35,13 @@ c.Autograde.sanitize_preprocessors = [CheckOwner, ClearOutput, DeduplicateIds, F
 
 # nbgrader's autograde pipeline with steps swapped in or added: PrepareChecks first (reads
 # source/ and runs the solution before any learner code runs), RobustExecute for Execute (the
-# kernel runs in the sandbox), IndependentChecks right after it, RecordFlags after the scores.
+# kernel runs in the sandbox), IndependentChecks right after it, SanitizeOutputs before the
+# notebook is saved (the formgrader shows the autograded notebook's outputs as they are: only
+# text, checked images and cleaned HTML stay; learner markdown is shown as text), RecordFlags
+# after the scores.
 c.Autograde.autograde_preprocessors = [
     PrepareChecks, RobustExecute, IndependentChecks, IgnorePattern, ClearMetadataPreprocessor,
-    LimitOutput, SaveAutoGrades, RecordFlags, AssignLatePenalties, CheckCellMetadata]
+    LimitOutput, SanitizeOutputs, SaveAutoGrades, RecordFlags, AssignLatePenalties, CheckCellMetadata]
 c.RobustExecute.timeout = 60               # seconds one cell may run
 c.IndependentChecks.timeout = 120          # seconds for the whole independent re-run
 c.Autograde.pre_convert_hook = pre_convert_hook   # broken or renamed notebooks still get a result
@@ -55,8 +59,9 @@ c.SandboxedKernelManager.fork_from_template = True
 # Collect only submissions made by the student they name (nbgrader only warns).
 c.ExchangeFactory.collect = "tinygpt_course.grading.exchange.CheckedCollect"
 
-# Feedback shows each check's name, points and diagnosis, never a hidden test's code.
-c.GenerateFeedback.preprocessors = ["nbgrader.preprocessors.GetGrades", ExplainChecks,
+# Feedback shows each check's name, points and diagnosis, never a hidden test's code nor a line
+# of the solution; SanitizeOutputs again, for notebooks autograded before it was in the pipeline.
+c.GenerateFeedback.preprocessors = ["nbgrader.preprocessors.GetGrades", SanitizeOutputs, ExplainChecks,
                                     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
 
 # Grades for an LMS: uncomment and `nbgrader export` writes canvas_grades.csv, the gradebook CSV

@@ -104,7 +104,8 @@ def test_catalogue_has_every_kind():
             "05_right_stray_random"} <= right, right
     attacks = " ".join(a.name for a in CATALOGUE if a.sort == "attack")
     for what in ("gradebook_own", "gradebook_others", "detached_gradebook", "detached_sleeper", "rewrite_source",
-                 "print_hidden", "replay_reference", "dirfd_source"):
+                 "print_hidden", "replay_reference", "dirfd_source", "heap_search", "previous_reply",
+                 "solution_in_error", "script_output"):
         assert what in attacks, what
     notebooks = {a.notebook for a in CATALOGUE if a.notebook}
     assert notebooks == {"invalid-json", "rename", "delete-tests", "duplicate-tests", "markdown-answer", "spoof"}
@@ -180,6 +181,34 @@ def test_feedback_never_shows_a_hidden_line(graded):
 def test_feedback_names_the_mistake(graded, student, diagnosis):
     page = html.unescape((graded["course"] / "feedback" / student / "multihead" / "multihead.html").read_text())
     assert diagnosis in page
+
+
+def test_a_learner_error_shows_neither_bulk_nor_the_solution(graded):
+    """45 raises 200000 characters over 100 lines, after whatever definitions of MultiHead its
+    process held: its feedback and its gradebook comment quote one capped line."""
+    course, name = graded["course"], "45_attack_solution_in_error"
+    page = html.unescape(re.sub(r"<[^>]+>", "", (course / "feedback" / name / "multihead" / "multihead.html").read_text()))
+    assert "MultiHead() failed" in page and "A" * 300 not in page
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
+        comment = gb.find_comment("multihead", "multihead", "multihead", name).auto_comment or ""
+    assert "A" * 300 not in comment
+
+
+def test_learner_script_is_never_live_markup(graded):
+    """46's displays reach the autograded notebook (what the formgrader shows) and the feedback
+    as text, checked images or cleaned HTML only (tests/test_learner_markup.py opens them)."""
+    course, name = graded["course"], "46_attack_script_output"
+    nb = nbformat.read(course / "autograded" / name / "multihead" / "multihead.ipynb", as_version=4)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            assert set(data) <= {"text/plain", "text/html", "image/png", "image/jpeg"}, set(data)
+            assert "__tinygpt_probe" not in data.get("text/html", "") and "onerror" not in data.get("image/png", "")
+    page = (course / "feedback" / name / "multihead" / "multihead.html").read_text()
+    assert "__tinygpt_probe" in page                    # shown, as text
+    assert not re.search(r"<[^>]*__tinygpt_probe", page), "in a tag: an attribute the browser runs"
+    assert not re.search(r"<script[^>]*>[^<]*__tinygpt_probe", page), "in a script"
 
 
 def test_the_attacks_work_without_the_sandbox(tmp_path):

@@ -23,7 +23,12 @@ raise Exception("planted")
 """
 LOOK = """
 import os
-others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid(), os.getppid())]
+def forked_python(p):   # the runner and what it forked (bwrap and the placeholder are there too)
+    try:
+        return b"rerun.server" in open(f"/proc/{p}/cmdline", "rb").read()
+    except OSError:
+        return False
+others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (os.getpid(), os.getppid()) and forked_python(p)]
 raise Exception(f"planted file: {os.path.exists('/tmp/planted')}, other processes: {len(others)}")
 """
 
@@ -59,3 +64,126 @@ def test_killing_the_server_costs_only_that_job(answer):
     problem = report(answer)
     assert "re-run" in problem
     assert "planted file: False" in report(LOOK)        # a fresh server takes over
+
+
+# --- issue 20 item 3: every job in a process and a sandbox that never held another job's data --
+# Each attack runs right after a job that left something behind, with the defence on (a fresh
+# fork of the zygote and a fresh sandbox per job) and off (fresh=False: the zygote reads every
+# job and forks each runner from there, into one sandbox kept for every job).
+
+ON_OFF = [pytest.param(True, id="fresh"), pytest.param(False, id="defence_off")]
+SECRET = "SECRET-" + "0123456789abcdef" * 2
+# a job that held a secret: as the solution's run holds the solution (padded to the size of a
+# lesson's job, so that its text is not in a block the next job's own parsing reuses at once)
+HOLDER = f"secret = {SECRET!r}\n" + "# the solution would be here\n" * 400 + "raise Exception('held')"
+HEAP_SEARCH = r'''
+import re
+found = set()
+with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", buffering=0) as mem:
+    for line in maps:
+        fields = line.split()
+        lo, hi = (int(v, 16) for v in fields[0].split("-"))
+        if fields[1].startswith("rw") and hi - lo < 2 ** 30:
+            try:
+                mem.seek(lo)
+                found |= set(re.findall(rb"SECRET-([0-9a-f]{32})", mem.read(hi - lo)))
+            except OSError:
+                pass
+raise Exception(f"heap holds: {sorted(found)}")
+'''
+PREVIOUS_REPLY = '''
+import sys
+frame, reply = sys._getframe(), None
+while frame is not None:
+    value = frame.f_locals.get("payload")
+    if isinstance(value, bytes) and value:
+        reply = value
+    frame = frame.f_back
+if reply is None:
+    raise Exception("no earlier reply here")
+open("record.pt", "wb").write(reply)
+import os
+os._exit(0)
+'''
+SHM = '''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+'''
+LEAVE = SHM + '''
+open("/dev/left", "w").write("for the next learner")
+os.makedirs("/tmp/kept/inner")
+os.chmod("/tmp/kept/inner", 0o555)
+os.chmod("/tmp/kept", 0o555)
+shmid = libc.shmget(0x7e57, 4096, 0o1000 | 0o666)           # IPC_CREAT
+ctypes.memmove(libc.shmat(shmid, None, 0), b"hello next", 10)
+raise Exception(f"left three things, shm {shmid}")
+'''
+FIND = SHM + '''
+found = [what for what, path in (("dev", "/dev/left"), ("tmp", "/tmp/kept")) if os.path.exists(path)]
+shmid = libc.shmget(0x7e57, 0, 0)
+if shmid >= 0:
+    found.append("shm: " + ctypes.string_at(libc.shmat(shmid, None, 0), 10).decode())
+raise Exception(f"found: {found}")
+'''
+def two_jobs(first, second, fresh, setup=()):
+    sandbox = Sandbox()
+    rerun(sandbox, "multihead", setup, first, 7, 60, fresh=fresh)
+    return rerun(sandbox, "multihead", setup, second, 7, 60, fresh=fresh)
+
+
+@pytest.mark.parametrize("fresh", ON_OFF)
+def test_the_heap_holds_no_earlier_job(fresh):
+    got = two_jobs(HOLDER, HEAP_SEARCH, fresh).record["init_error"]
+    assert ("heap holds: []" in got) == fresh, got
+    if not fresh:
+        assert SECRET[7:] in got
+
+
+@pytest.mark.parametrize("fresh", ON_OFF)
+def test_the_previous_reply_is_not_there_to_take(fresh):
+    from tinygpt_course.grading.lesson import read_lesson
+    from tinygpt_course.testing.notebooks import source_path
+    setup = read_lesson(source_path("multihead")).setup
+    sandbox = Sandbox()
+    from tinygpt_course.testing.catalogue import answer
+    right = rerun(sandbox, "multihead", setup, answer("multihead", "01_right_comprehension").code, 7, 60,
+                  fresh=fresh).record
+    assert "out" in right and "init_error" not in right, right
+    taken = rerun(sandbox, "multihead", setup, PREVIOUS_REPLY, 7, 60, fresh=fresh)
+    if fresh:
+        assert "no earlier reply here" in taken.record["init_error"], taken
+    else:
+        assert taken.record is not None and taken.record["out"].equal(right["out"])
+
+
+@pytest.mark.parametrize("fresh", ON_OFF)
+def test_no_file_folder_or_shared_memory_is_left_for_the_next_job(fresh):
+    got = two_jobs(LEAVE, FIND, fresh).record["init_error"]
+    if fresh:
+        assert got.endswith("found: []"), got
+    else:
+        assert got.endswith("found: ['dev', 'tmp', 'shm: hello next']"), got
+
+
+def lesson_setup():
+    from tinygpt_course.grading.lesson import read_lesson
+    from tinygpt_course.testing.notebooks import source_path
+    return read_lesson(source_path("multihead"))
+
+
+@pytest.mark.parametrize("fresh", ON_OFF)
+@pytest.mark.parametrize("attack, before", [("43_attack_heap_search", "solution"),
+                                            ("44_attack_previous_reply", "01_right_comprehension")])
+def test_the_catalogues_attacks_pass_only_with_the_defence_off(attack, before, fresh):
+    """Graded right after the solution's run (the reference) or a right answer, the catalogue's
+    answer passes every check when its re-run shares a process with that job, none of those a
+    forward returning x fails when it does not."""
+    from tinygpt_course.testing.catalogue import answer
+    src, sandbox = lesson_setup(), Sandbox()
+    ref = rerun(sandbox, "multihead", src.setup, src.solution, 7, 60, fresh=fresh).record
+    if before != "solution":
+        rerun(sandbox, "multihead", src.setup, answer("multihead", before).code, 7, 60, fresh=fresh)
+    rec = rerun(sandbox, "multihead", src.setup, answer("multihead", attack).code, 7, 60, fresh=fresh).record
+    passed = {gid for gid in src.test_ids if src.lesson.verdict(gid, rec, ref).passed}
+    assert passed == ({"weight_count", "causal"} if fresh else set(src.test_ids)), passed

@@ -21,13 +21,25 @@ def write(f, header, payload=None):
     f.flush()
 
 
+def _take(f, n):
+    """n bytes from a blocking file (buffered or raw: a raw one may return fewer per read)."""
+    chunks = []
+    while n:
+        chunk = f.read(n)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
 def read(f):
     """The next header from a blocking file, or None at its end (the server's side)."""
-    head = f.read(4)
+    head = _take(f, 4)
     if len(head) < 4:
         return None
     (n,) = struct.unpack(">I", head)
-    return json.loads(f.read(n))
+    return json.loads(_take(f, n))
 
 
 def _read_exact(fd, n, deadline):

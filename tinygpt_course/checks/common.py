@@ -5,8 +5,17 @@ What they record is raw: an exception's type name and text, never a verdict abou
 from ..config import SIZES
 
 
+ERROR_LIMIT = 2000   # characters of an exception's text a record keeps (judges quote less)
+
+
 def error_text(exc):
-    return f"{type(exc).__name__}: {exc}"
+    """An exception's type and text, cut to ERROR_LIMIT characters: a record stays small whatever
+    the learner's code raised (what a verdict quotes is cut again, protocol.quote)."""
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:              # a learner's __str__ may raise too
+        text = type(exc).__name__
+    return text[:ERROR_LIMIT]
 
 
 def changed_last_letter(xb, vocab_size=SIZES.vocab_size):

@@ -30,6 +30,19 @@ from dataclasses import dataclass
 from ..config import SIZES
 
 ATOL = 1e-5   # two records' numbers are the same when every entry is within this
+QUOTE_LIMIT = 300   # characters of learner text a verdict may quote
+
+
+def quote(text, limit=QUOTE_LIMIT):
+    """Learner-made text (an exception's message, a last line of output) as a verdict may quote
+    it: its first non-empty line, whitespace collapsed, at most `limit` characters. A record is
+    untrusted: a message holding a whole file, or many lines, is not copied into feedback."""
+    lines = [ln for ln in str(text).splitlines() if ln.strip()]
+    line = " ".join(lines[0].split()) if lines else ""
+    more = len(lines) > 1
+    if len(line) > limit:
+        line, more = line[:limit].rstrip(), True
+    return line + (" [...]" if more else "")
 
 
 class Kind(str, enum.Enum):
@@ -108,7 +121,7 @@ class Lesson:
         if rec.get("init_exception") == "NotImplementedError":
             return Verdict.fail(Kind.UNANSWERED, self.unanswered)
         return Verdict.fail(Kind.BUILD_ERROR,
-                            f"{self.task_class}({self.build_args}) failed: {rec['init_error']}")
+                            f"{self.task_class}({self.build_args}) failed: {quote(rec['init_error'])}")
 
     @property
     def extract_module(self):
@@ -138,7 +151,7 @@ class Lesson:
             return None
         if rec.get(prefix + "exception") == "NotImplementedError":
             return Verdict.fail(Kind.UNANSWERED, self.unanswered)
-        return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {rec[prefix + 'error']}")
+        return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {quote(rec[prefix + 'error'])}")
 
     def causal(self, out, changed_out, mixes):
         """Changing the last letter of every window (changed_out) must leave the earlier
@@ -161,7 +174,7 @@ class Lesson:
             return self.judge(check_id, rec, ref)
         except Exception as exc:   # a malformed record is the submission's fault, not a crash
             return Verdict.fail(Kind.NO_RESULT,
-                                f"the result of your code could not be checked ({type(exc).__name__}: {exc})")
+                                f"the result of your code could not be checked ({quote(f'{type(exc).__name__}: {exc}')})")
 
 
 def load_lesson(name):

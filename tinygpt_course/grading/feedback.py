@@ -6,17 +6,81 @@ every hidden region with one comment line and every graded test cell's outputs w
 the check's name, its points, and the diagnosis when it failed. Tracebacks of test cells are
 dropped, since they quote test code. Any other output that quotes a line of a hidden test (a
 learner's code that printed the graded copy it ran in, or updated an earlier display) is
-replaced by a note.
+replaced by a note; so is any output or verdict that quotes a line of the solution (from
+``source/``) the learner did not write themselves, as an answer that found the solution at
+grading time and printed or raised it would. A verdict quotes at most one line of learner text
+(tinygpt_course.checks.protocol.quote).
 """
+import os
 import re
 
+import nbformat
 from nbformat.v4 import new_output
 from traitlets import List
 
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
 
+from ..checks.protocol import quote
+
 HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.M | re.S)
+SOLUTION = re.compile(r"^[ \t]*### BEGIN SOLUTION.*?^[ \t]*### END SOLUTION[^\n]*\n?", re.M | re.S)
+MIN_SECRET = 8        # shorter lines (``)``, ``pass``) say nothing of the solution
+
+
+def course_notebook(config, info, folder="source"):
+    """The notebook `info` (resources["nbgrader"]) names, from the course's `folder` (source,
+    release), or None."""
+    if not info.get("assignment") or not info.get("notebook"):
+        return None
+    coursedir = CourseDirectory(config=config)
+    path = os.path.join(coursedir.format_path(getattr(coursedir, f"{folder}_directory"), ".", info["assignment"]),
+                        info["notebook"] + ".ipynb")
+    try:
+        return nbformat.read(path, as_version=4)
+    except (OSError, ValueError):
+        return None
+
+
+def code_line(line):
+    """A line of code as compared here: its comment dropped, its whitespace collapsed."""
+    return " ".join(re.sub(r"(^|\s)#.*$", "", line).split())
+
+
+def region_lines(pattern, nb):
+    """The code lines inside the `pattern` regions of the notebook's code cells."""
+    lines = set()
+    for cell in nb.cells if nb is not None else ():
+        if cell.cell_type == "code":
+            for block in pattern.findall(cell.source):
+                lines |= {code_line(ln) for ln in block.splitlines()[1:-1]}
+    return {ln for ln in lines if len(ln) >= MIN_SECRET}
+
+
+class Secrets:
+    """Lines no feedback or gradebook comment may quote: the hidden tests' and the solution's,
+    less the solution lines the learner wrote in their own answer (that is their code)."""
+
+    def __init__(self, source_nb, submitted_nb=None, answer=None):
+        learner = set()
+        for cell in submitted_nb.cells if submitted_nb is not None else ():
+            if cell.cell_type == "code" and is_solution(cell):
+                learner |= {code_line(ln) for ln in cell.source.splitlines()}
+        learner |= {code_line(ln) for ln in (answer or "").splitlines()}
+        self.lines = (region_lines(HIDDEN, source_nb) | region_lines(HIDDEN, submitted_nb)
+                      | (region_lines(SOLUTION, source_nb) - learner))
+
+    def quoted_in(self, text):
+        flat = " ".join(str(text).split())
+        return any(line in flat for line in self.lines)
+
+    def scrub(self, text):
+        """`text`, or a note in its place when it quotes a secret line."""
+        return SCRUBBED if self.quoted_in(text) else text
+
+
+SCRUBBED = "(not shown: the message quoted the solution or a hidden check)"
 
 
 def hide(source):
@@ -29,16 +93,7 @@ def verdict(cell):
         return None
     # the last error is the independent re-run's, when there is one; else the kernel's own
     e = errors[-1]
-    return f"{e.get('ename', 'Error')}: {e.get('evalue', '')}".strip()
-
-
-def hidden_lines(nb):
-    """The stripped lines of every hidden region in the notebook."""
-    lines = set()
-    for cell in nb.cells:
-        for block in HIDDEN.findall(cell.source if cell.cell_type == "code" else ""):
-            lines |= {ln.strip() for ln in block.splitlines()[1:-1] if ln.strip() and not ln.strip().startswith("#")}
-    return lines
+    return quote(f"{e.get('ename', 'Error')}: {e.get('evalue', '')}".strip())
 
 
 def output_text(output):
@@ -48,7 +103,7 @@ def output_text(output):
     return "\n".join(p if isinstance(p, str) else "".join(p) for p in parts)
 
 
-QUOTED = ("(output removed from this feedback: it quoted the code of a hidden check)\n")
+QUOTED = ("(output removed from this feedback: it quoted the code of a hidden check or of the solution)\n")
 
 
 class ExplainChecks(NbGraderPreprocessor):
@@ -58,7 +113,7 @@ class ExplainChecks(NbGraderPreprocessor):
                                   'image/jpeg', 'text/plain'], help="As nbgrader's GetGrades").tag(config=True)
 
     def preprocess(self, nb, resources):
-        self._hidden = hidden_lines(nb)
+        self._secrets = Secrets(course_notebook(self.config, resources.get("nbgrader", {})), nb)
         return super().preprocess(nb, resources)
 
     def preprocess_cell(self, cell, resources, index):
@@ -66,12 +121,13 @@ class ExplainChecks(NbGraderPreprocessor):
             return cell, resources
         if not is_grade(cell) or is_solution(cell):
             cell.outputs = [new_output("stream", name="stdout", text=QUOTED)
-                            if any(line in output_text(o) for line in self._hidden) else o
+                            if self._secrets.quoted_in(output_text(o)) else o
                             for o in cell.outputs]
             return cell, resources
         nbg = cell.metadata.nbgrader
         score, points = nbg.get("score"), nbg.get("points")
         problem = verdict(cell)
+        problem = None if problem is None else self._secrets.scrub(problem)
         cell.source = hide(cell.source)
         head = f"check '{nbg['grade_id']}': {score} of {points} points"
         if problem is None:

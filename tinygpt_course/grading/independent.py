@@ -23,6 +23,8 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
 
+from ..checks.protocol import quote
+from .feedback import Secrets, course_notebook
 from .lesson import answer_source, read_lesson
 from .reference import reference_record
 from .rerun import rerun
@@ -115,8 +117,10 @@ class RecordFlags(NbGraderPreprocessor):
         from nbgrader.api import Gradebook
         info = resources["nbgrader"]
         verdicts = resources["tinygpt"]["verdicts"]
+        scrub = Secrets(course_notebook(self.config, info), nb).scrub    # a comment the learner may read
         text = "FLAGGED by the independent re-run: " + "; ".join(
-            f"{gid} passed in the learner's kernel but not on its own ({verdicts[gid].message})" for gid in flagged)
+            f"{gid} passed in the learner's kernel but not on its own ({scrub(quote(verdicts[gid].message, 600))})"
+            for gid in flagged)
         with Gradebook(info["db_url"]) as gb:
             for cell in nb.cells:
                 if is_solution(cell) and cell.cell_type == "code":

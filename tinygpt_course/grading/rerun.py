@@ -1,10 +1,13 @@
-"""The grader's side of the re-run: start the sandboxed re-run server, send jobs, read records.
+"""The grader's side of the re-run: the re-run zygote, a fresh sandbox per job, the records.
 
-One server per grading process (a forked class-grading worker starts its own): bubblewrap
-running ``python -m tinygpt_course.rerun.server``, which imports torch once and forks a child
-per job (see that module). This module never imports it: learner code runs only over there.
-Records come back as bytes and are loaded with ``torch.load(weights_only=True)``: plain
-tensors and containers, nothing that could run code here.
+One zygote per grading process (a forked class-grading worker starts its own):
+``python -m tinygpt_course.rerun.server``, which imports torch and the extracts once and forks
+a fresh worker per job before the job is read (see that module). Each job, the solution's run
+(tinygpt_course.grading.reference) as any learner's, gets a bubblewrap sandbox of its own,
+removed when the reply is in: no file, IPC object or process of one job is there for the next,
+and no process that runs a job has held another's data. This module never imports the server:
+learner code runs only over there. Records come back as bytes and are loaded with
+``torch.load(weights_only=True)``: plain tensors and containers, nothing that could run code here.
 """
 import io
 import os
@@ -14,7 +17,9 @@ import tempfile
 from dataclasses import dataclass
 
 from .. import wire
+from ..checks.protocol import quote
 from .sandbox import sandbox_env
+from .template import TemplateUnavailable, _matplotlib_cache, start_sandbox
 
 READY_TIMEOUT = 180
 
@@ -32,35 +37,60 @@ class ServerGone(RuntimeError):
 
 
 class RerunServer:
-    def __init__(self, sandbox, lessons):
-        self.sandbox = sandbox
+    """The zygote. fresh=False is the defence switched off (tests only): the zygote reads every
+    job itself, and every job runs in one sandbox kept for them all."""
+
+    def __init__(self, lessons, fresh=True):
+        self.fresh, self.kept = fresh, None
         self.log = tempfile.TemporaryFile()
-        argv = [sys.executable, "-m", "tinygpt_course.rerun.server", *lessons]
-        self.proc = subprocess.Popen(sandbox.wrap(argv, chdir="/tmp"), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.log, env=sandbox_env(),
-                                     cwd=tempfile.gettempdir(), start_new_session=True)
+        argv = [sys.executable, "-m", "tinygpt_course.rerun.server", *lessons] + ([] if fresh else ["--reuse"])
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     env=sandbox_env({"MPLCONFIGDIR": _matplotlib_cache()}), cwd="/",
+                                     start_new_session=True)
         header, _ = self._read(READY_TIMEOUT)
         if header.get("status") != "ready":
             raise ServerGone(f"the re-run server did not start: {self._log_tail()}")
 
     def _log_tail(self):
         self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-1500:] or "no message"
+        lines = self.log.read().decode(errors="replace").strip().splitlines()
+        return quote(lines[-1]) if lines else "no message"
 
     def _read(self, timeout):
         try:
             return wire.read_reply(self.proc.stdout.fileno(), timeout, payload=True)
         except wire.Gone as exc:
-            raise ServerGone(f"the re-run server: {exc}: {self._log_tail()}") from None
+            raise ServerGone(f"the re-run server: {exc}") from None
 
-    def run(self, job):
+    def sandbox_for(self, sandbox):
+        """(placeholder, pid of its PID 1) of the sandbox the next job runs in: a fresh one, or
+        (defence off) the one kept for every job."""
+        if not sandbox.enabled:
+            return None, None
+        if self.fresh:
+            return start_sandbox(sandbox, writable=[], hidden=[], chdir="/tmp")
+        if self.kept is None or self.kept[0].poll() is not None:
+            self.kept = start_sandbox(sandbox, writable=[], hidden=[], chdir="/tmp")
+        return self.kept
+
+    def run(self, sandbox, job):
+        placeholder, ns_pid = self.sandbox_for(sandbox)
         try:
-            wire.write(self.proc.stdin, job)
+            # unsandboxed (an opt-out), memory and CPU are still capped, as they were
+            limits = {k: v for k, v in sandbox.rlimits().items() if sandbox.enabled or k != "nproc"}
+            wire.write(self.proc.stdin, {**job, "ns_pid": ns_pid, "limits": limits})
             return self._read(job["timeout"] + 60)
         except (BrokenPipeError, OSError) as exc:
-            raise ServerGone(f"the re-run server ended ({exc}): {self._log_tail()}") from None
+            raise ServerGone(f"the re-run server ended ({exc})") from None
+        finally:
+            if placeholder is not None and self.fresh:      # the job's sandbox goes, all of it
+                placeholder.kill()
+                placeholder.wait()
 
     def close(self):
+        if self.kept is not None:
+            self.kept[0].kill()
+            self.kept[0].wait()
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
@@ -69,30 +99,32 @@ class RerunServer:
 _servers = {}
 
 
-def _key(sandbox, lessons):
-    """One server per process (a forked worker starts its own), lessons and sandbox settings."""
-    return (os.getpid(), tuple(lessons), sandbox.enabled, sandbox.memory_limit_mb, sandbox.cpu_limit_s)
+def _key(lessons, fresh):
+    """One zygote per process (a forked worker starts its own) and set of lessons."""
+    return (os.getpid(), tuple(lessons), fresh)
 
 
-def _server(sandbox, lessons):
-    server = _servers.get(_key(sandbox, lessons))
+def _server(lessons, fresh):
+    server = _servers.get(_key(lessons, fresh))
     if server is None or server.proc.poll() is not None:
-        server = _servers[_key(sandbox, lessons)] = RerunServer(sandbox, lessons)
+        server = _servers[_key(lessons, fresh)] = RerunServer(lessons, fresh)
     return server
 
 
-def rerun(sandbox, lesson, setup, answer, seed, timeout):
-    """Run `answer` after the set-up cells in the sandbox and extract with `seed`."""
+def rerun(sandbox, lesson, setup, answer, seed, timeout, fresh=True):
+    """Run `answer` after the set-up cells in a sandbox of its own and extract with `seed`.
+    fresh=False switches the per-job process and sandbox off (tests only)."""
     import torch
-    job = {"lesson": lesson, "setup": list(setup), "answer": answer, "seed": int(seed), "timeout": timeout,
-           "memory_limit_mb": sandbox.memory_limit_mb, "cpu_limit_s": sandbox.cpu_limit_s}
+    job = {"lesson": lesson, "setup": list(setup), "answer": answer, "seed": int(seed), "timeout": timeout}
     try:
-        header, payload = _server(sandbox, [lesson]).run(job)
-    except ServerGone as exc:          # a hung or killed server: the next job gets a fresh one
-        server = _servers.pop(_key(sandbox, [lesson]), None)
+        header, payload = _server([lesson], fresh).run(sandbox, job)
+    except (ServerGone, TemplateUnavailable) as exc:   # a hung or killed server: the next job gets a fresh one
+        server = _servers.pop(_key([lesson], fresh), None)
         if server is not None:
             server.close()
-        return RerunResult(None, f"your answer could not be re-run on its own ({exc})")
+        return RerunResult(None, f"your answer could not be re-run on its own ({quote(exc)})")
+    if header["status"] == "failed":
+        return RerunResult(None, f"your answer could not be re-run on its own ({quote(header.get('problem'))})")
     tail = (header.get("tail") or "").strip().splitlines()
     last = tail[-1] if tail else "no message"
     if header["status"] == "timeout":
@@ -103,7 +135,7 @@ def rerun(sandbox, lesson, setup, answer, seed, timeout):
         if "MemoryError" in last or "can't allocate memory" in last:
             return RerunResult(None, "your answer, re-run on its own, ran out of memory")
         return RerunResult(None, f"your answer, re-run on its own, stopped with exit code "
-                                 f"{header['exitcode']}: {last[:300]}")
+                                 f"{header['exitcode']}: {quote(last)}")
     try:
         rec = torch.load(io.BytesIO(payload), weights_only=True)
     except Exception as exc:

@@ -1,5 +1,6 @@
-"""Code that runs learner code at grading time, inside the sandbox.
+"""Code that runs learner code at grading time: the re-run zygote and its per-job workers.
 
 Trusted code (tinygpt_course.grading) never imports this package: it starts
-``python -m tinygpt_course.rerun.server`` inside bubblewrap and talks to it over a pipe.
+``python -m tinygpt_course.rerun.server`` and talks to it over a pipe; every job runs in a fresh
+fork of it inside a bubblewrap sandbox of its own.
 """

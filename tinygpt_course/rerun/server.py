@@ -1,19 +1,35 @@
-"""The re-run server: a warm process, inside the grading sandbox, that re-runs answers.
+"""The re-run zygote: imports torch and the lessons' extract halves once, then forks a fresh
+worker for every job *before* that job is read, so that no process that runs a job has ever
+held another job's data (a solution, an earlier learner's answer, an earlier reply).
 
-The grader starts it once (``python -m tinygpt_course.rerun.server`` inside bubblewrap, see
-tinygpt_course.grading.rerun) and sends it jobs over stdin; each reply goes back on stdout. It
-imports torch and the lessons' extract halves once, so a re-run costs a fork, not a start.
+The grader starts it once per grading process (``python -m tinygpt_course.rerun.server
+<lesson> ...``, outside the sandbox, with the sandbox's environment, as the kernel template
+is: it runs no learner code, reads no course file and holds no secret) and, per job, starts a
+fresh bubblewrap sandbox running a placeholder (tinygpt_course.grading.template.start_sandbox),
+then sends the job and the sandbox's pid on stdin. Per job:
 
-For each job it forks a child that never returns here: the child leaves the pipe (its stdin,
-stdout and stderr become /dev/null and a log file), takes a fresh folder in the sandbox's
-private /tmp, caps its memory and CPU time, runs the lesson's set-up cells, then the answer
-cell, then the lesson's ``extract(ns, seed)``, and saves the record with torch.save. When the
-child has exited or timed out, the server kills every other process in the sandbox
-(``kill(-1)``: only it and bwrap's init are left, so nothing a learner's code started survives
-into the next job), reads the record and wipes /tmp. The server is not dumpable, so a child
-cannot ptrace it or open its pipe through /proc.
+1. the zygote has already forked a *worker*, which is the only process that reads the job
+   (from stdin, framed as tinygpt_course.wire says); the zygote itself never reads a job, and
+   forks the next worker when this one has ended;
+2. the worker joins every namespace of the job's own sandbox (as the kernel template's keeper
+   does: tinygpt_course.kernelfork.server.join_sandbox), drops every capability, and forks the
+   *runner*: inside the sandbox's PID namespace, its fresh /tmp, /dev and IPC namespace, with
+   the sandbox's rlimits;
+3. the runner binds the lesson's ``extract`` and ``torch.save`` (bound at import, before any
+   learner code runs: replacing a module's globals later changes nothing here), runs the
+   set-up cells, the answer cell and the extract, and saves the record in its folder;
+4. the worker waits for it (the job's time limit), reads the record (a regular file, no
+   symlink, capped) and the output's last lines, replies on stdout and exits. The grader then
+   removes the sandbox: every process, file and IPC object of the job goes with it.
 
-Messages are framed as tinygpt_course.wire says; a reply carries the record's bytes.
+The zygote and the workers are not dumpable, and are outside the sandbox's PID namespace: the
+runner cannot see, signal or trace them. Unsandboxed (``c.Sandbox.enabled = False``, an
+explicit opt-out) a job runs in a folder of the real /tmp, and only that folder and the
+runner's process group are removed after it.
+
+``--reuse`` is the defence switched off, for the tests that show what it stops: one worker
+reads every job and forks each runner from there, into one sandbox kept for every job (the
+design this replaced).
 """
 import ctypes
 import importlib
@@ -21,6 +37,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -28,6 +45,16 @@ import time
 from tinygpt_course import wire
 
 MAX_RECORD = 256 * 2 ** 20
+TAIL = 2000                 # bytes of the runner's output the reply carries
+EOF_EXIT = 3                # a worker's exit code when the grader has closed the pipe
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
+libc = ctypes.CDLL(None, use_errno=True)
+
+EXTRACTS = {}               # lesson -> its extract function, bound in the zygote
+SAVE = None                 # torch.save, bound in the zygote
+ERROR_TEXT = None           # tinygpt_course.checks.common.error_text, bound in the zygote
+LIMITS = JOIN = None        # the kernel template's table of rlimits and its join_sandbox: one
+                            # mechanism for both (imported in warm(): that module imports this one)
 
 
 def run_cell(source, ns, label):
@@ -36,11 +63,14 @@ def run_cell(source, ns, label):
     exec(compile("\n".join(lines), f"<{label}>", "exec"), ns)
 
 
-def child(job, folder):
-    """The forked child: run the job and exit; never returns."""
+def runner(job, folder):
+    """The forked runner: run the job and exit; never returns."""
     code = 1
     try:
         os.setsid()
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        for name, value in job.get("limits", {}).items():
+            resource.setrlimit(LIMITS[name], (value, value))
         log = os.open(os.path.join(folder, "output.txt"), os.O_WRONLY | os.O_CREAT, 0o600)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -51,13 +81,7 @@ def child(job, folder):
         sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
         sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
         os.chdir(folder)
-        if job.get("memory_limit_mb"):
-            limit = job["memory_limit_mb"] * 2 ** 20
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        if job.get("cpu_limit_s"):
-            resource.setrlimit(resource.RLIMIT_CPU, (job["cpu_limit_s"], job["cpu_limit_s"]))
-        extract = importlib.import_module(f"tinygpt_course.checks.{job['lesson']}.extract").extract
-        save = TORCH.save                       # bound before any learner code runs
+        extract, save, error_text = EXTRACTS[job["lesson"]], SAVE, ERROR_TEXT   # bound before learner code
         record = os.path.join(folder, "record.pt")
         ns = {"__name__": "__main__"}
         for i, source in enumerate(job["setup"]):
@@ -68,7 +92,7 @@ def child(job, folder):
             try:
                 run_cell(job["answer"], ns, "your answer cell")
             except BaseException as exc:  # the learner's code: report it, whatever it is
-                rec = {"init_error": f"your answer cell raised {type(exc).__name__}: {exc}",
+                rec = {"init_error": f"your answer cell raised {error_text(exc)}",
                        "init_exception": type(exc).__name__}
             else:
                 rec = extract(ns, job["seed"])
@@ -92,60 +116,42 @@ def reap():
             return
 
 
-def in_own_pid_namespace():
-    """True inside bwrap: this process and bwrap's init are the only ones there."""
-    return {int(p) for p in os.listdir("/proc") if p.isdigit()} <= {1, os.getpid()}
+def read_regular(path, limit, tail=False):
+    """The bytes of the regular file at `path` (no symlink, FIFO or device: whatever is left in
+    the sandbox may have replaced it), at most `limit` (the last ones if `tail`); None if it is
+    not one, b"" if missing, False if over the limit (and not `tail`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return b""
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if st.st_size > limit:
+            if not tail:
+                return False
+            os.lseek(fd, st.st_size - limit, os.SEEK_SET)
+        chunks, left = [], limit + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        return data[-limit:] if tail else (data if len(data) <= limit else False)
+    finally:
+        os.close(fd)
 
 
-def sweep(pid):
-    """Kill every process in the sandbox but this one (and bwrap's init), until none is left.
-    Unsandboxed (an explicit opt-out), only the child's own process group can be killed."""
-    if not SANDBOXED:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
-        return
-    me = os.getpid()
-    for _ in range(100):
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        reap()               # what were our children
-        others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
-        if not others:
-            return
-        time.sleep(0.01)
-
-
-def wipe_tmp(folder):
-    if not SANDBOXED:              # the real /tmp: remove only what this job had
-        shutil.rmtree(folder, ignore_errors=True)
-        return
-    for base in (tempfile.gettempdir(), "/dev/shm"):
-        if not os.path.isdir(base):
-            continue
-        for name in os.listdir(base):
-            path = os.path.join(base, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
-
-
-def run_job(job):
-    folder = tempfile.mkdtemp(prefix="job-")
+def run_job(job, joined=None):
+    """Run one job in its sandbox (joined here unless `joined` already is it); (header, payload)."""
+    if job.get("ns_pid") and job["ns_pid"] != joined:
+        JOIN(job["ns_pid"])
+    folder = tempfile.mkdtemp(prefix="job-", dir="/tmp")
     pid = os.fork()
     if pid == 0:
-        child(job, folder)
+        runner(job, folder)
     deadline = time.monotonic() + job["timeout"]
     status, cpu = None, None
     while status is None:
@@ -157,47 +163,82 @@ def run_job(job):
             status = ("timeout", None)
         else:
             time.sleep(0.005)
-    sweep(pid)
+    try:                       # the runner's group; in a sandbox the grader removes the rest
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    if status[0] == "timeout":
+        os.waitpid(pid, 0)
     header = {"status": status[0], "exitcode": status[1], "cpu_s": cpu}
     payload = b""
-    record = os.path.join(folder, "record.pt")
-    if status[0] == "exited" and os.path.isfile(record) and not os.path.islink(record):
-        if os.path.getsize(record) <= MAX_RECORD:
-            with open(record, "rb") as f:
-                payload = f.read()
-        else:
+    if status[0] == "exited":
+        data = read_regular(os.path.join(folder, "record.pt"), MAX_RECORD)
+        if data is False:
             header["status"] = "too_large"
-    try:
-        with open(os.path.join(folder, "output.txt"), errors="replace") as f:
-            header["tail"] = f.read()[-2000:]
-    except OSError:
-        header["tail"] = ""
-    wipe_tmp(folder)
+        elif data:
+            payload = data
+    header["tail"] = (read_regular(os.path.join(folder, "output.txt"), TAIL, tail=True) or b"").decode(errors="replace")
+    if not job.get("ns_pid"):          # unsandboxed: the real /tmp, remove what this job had
+        shutil.rmtree(folder, ignore_errors=True)
     return header, payload
 
 
-def main():
-    global TORCH, SANDBOXED
-    SANDBOXED = in_own_pid_namespace()
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(4, 0, 0, 0, 0)          # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/fd for children
+def worker(inp, out, reuse=False):
+    """A fresh fork of the zygote (single-threaded, as joining a user namespace needs): read one
+    job, run it, reply, exit. reuse: every job, each in the sandbox of the first (defence off).
+    Never returns."""
+    code, joined = 1, None
+    try:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        while True:
+            job = wire.read(inp)
+            if job is None:
+                os._exit(EOF_EXIT)
+            try:
+                header, payload = run_job(job, joined)
+            except Exception as exc:        # the sandbox could not be joined: the grader says so
+                header, payload = {"status": "failed", "exitcode": None,
+                                   "problem": f"{type(exc).__name__}: {exc}"}, b""
+            wire.write(out, header, payload)
+            if not reuse:
+                code = 0
+                break
+            joined = job.get("ns_pid")
+    finally:
+        os._exit(code)
+
+
+def warm(lessons):
+    global SAVE, ERROR_TEXT, LIMITS, JOIN
     import torch
-    TORCH = torch
-    for name in sys.argv[1:]:           # the lessons' extract halves, imported once
-        importlib.import_module(f"tinygpt_course.checks.{name}.extract")
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
+
+    from tinygpt_course.checks.common import error_text
+    from tinygpt_course.kernelfork.server import LIMITS, join_sandbox
+    SAVE, ERROR_TEXT, JOIN = torch.save, error_text, join_sandbox
+    for name in lessons:               # the lessons' extract halves, imported once
+        EXTRACTS[name] = importlib.import_module(f"tinygpt_course.checks.{name}.extract").extract
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    reuse = "--reuse" in argv
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)     # gone with the grader
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)   # no ptrace, no /proc/<pid>/mem, for it and its forks
+    if os.geteuid() == 0:
+        os.setgroups([])                      # a root grader's groups stay here
+    warm([a for a in argv if not a.startswith("--")])
+    inp = os.fdopen(0, "rb", buffering=0, closefd=False)
+    out = os.fdopen(1, "wb", buffering=0, closefd=False)
     sys.stdout = sys.stderr
     wire.write(out, {"status": "ready"}, b"")
     while True:
-        job = wire.read(inp)
-        if job is None:
+        pid = os.fork()
+        if pid == 0:
+            worker(inp, out, reuse)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EOF_EXIT:
             return
-        header, payload = run_job(job)
-        wire.write(out, header, payload)
 
-
-TORCH = None
-SANDBOXED = False
 
 if __name__ == "__main__":
     main()
