@@ -4,11 +4,14 @@ Each test runs the same snippet with the sandbox on and off: off, the snippet su
 shows the test can fail and that the sandbox is what stops it.
 """
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,10 +20,11 @@ from tinygpt_course.grading.sandbox import Sandbox, SandboxUnavailable
 ON_OFF = [pytest.param(True, id="sandboxed"), pytest.param(False, id="unsandboxed")]
 
 
-def run(code, enabled, folder, timeout=60):
-    """Run Python `code` as grading runs learner code: in the sandbox with `folder` writable."""
-    sandbox = Sandbox(enabled=enabled)
-    argv = sandbox.wrap([sys.executable, "-c", textwrap.dedent(code)], writable=[str(folder)], chdir=str(folder))
+def run(code, enabled, folder, timeout=60, sandbox=None):
+    """Run Python `code` as grading runs learner code: in the sandbox, in a folder of its own
+    on the sandbox's /tmp (unsandboxed: in `folder`)."""
+    sandbox = sandbox or Sandbox(enabled=enabled)
+    argv = sandbox.wrap([sys.executable, "-c", textwrap.dedent(code)], chdir="/tmp/work")
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=folder,
                           env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
 
@@ -64,13 +68,15 @@ def test_cannot_write_outside_its_folder(course, enabled):
     target = root / "source" / "planted.txt"
     proc = run(f"""
         open("mine.txt", "w").write("ok")          # its own folder: allowed
+        print(open("mine.txt").read())
         try:
             open({str(target)!r}, "w").write("planted")
         except OSError:
             pass
     """, enabled, own)
     assert proc.returncode == 0, proc.stderr
-    assert (own / "mine.txt").read_text() == "ok"
+    assert proc.stdout.split() == ["ok"]
+    assert (own / "mine.txt").exists() != enabled      # sandboxed, its folder is not the host's
     assert target.exists() != enabled
 
 
@@ -163,13 +169,13 @@ def test_no_silent_fallback():
 
 def test_read_only_paths_under_tmp_stay_visible(tmp_path, course):
     """A venv or extra folder under /tmp must survive the sandbox's private /tmp."""
-    extra = tmp_path / "venv-like"
-    extra.mkdir()
+    extra = Path(tempfile.mkdtemp(prefix="venv-like-"))        # the sandbox's uid can read it
+    os.chmod(extra, 0o755)
     (extra / "lib.txt").write_text("library")
     sandbox = Sandbox(read_only_paths=[str(extra)])
-    argv = sandbox.wrap([sys.executable, "-c", f"print(open({str(extra / 'lib.txt')!r}).read())"],
-                        writable=[str(course[1])], chdir=str(course[1]))
+    argv = sandbox.wrap([sys.executable, "-c", f"print(open({str(extra / 'lib.txt')!r}).read())"])
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    shutil.rmtree(extra)
     assert proc.returncode == 0 and proc.stdout.strip() == "library", proc.stderr
 
 
