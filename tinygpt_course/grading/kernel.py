@@ -76,7 +76,9 @@ class SandboxedKernelManager(AsyncKernelManager):
         cwd = os.path.realpath(kw.get("cwd") or os.getcwd())
         who = "/".join(Path(cwd).parts[-2:])        # autograded/<student>/<assignment>
         passed = {k: v for k, v in (kw.get("env") or {}).items() if k == "NBGRADER_EXECUTION"}
-        env = sandbox_env(passed)                   # as stock nbgrader, the kernel sees NBGRADER_EXECUTION
+        # as stock nbgrader, the kernel sees NBGRADER_EXECUTION; its parent is the sandbox's PID 1
+        # (ipykernel then watches no parent and prints no banner)
+        env = sandbox_env({**passed, "JPY_PARENT_PID": "1"})
         inner = f"{INSIDE}/kernel.json"
         kernel_cmd = [inner if a == self.connection_file else a for a in kernel_cmd]
         with open(self.connection_file) as f:

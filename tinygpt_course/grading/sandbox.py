@@ -43,11 +43,14 @@ class SandboxUnavailable(RuntimeError):
     """bubblewrap cannot run here; the message says how to fix it."""
 
 
+STAGE = next((p for p in ("/mnt", "/srv", "/media", "/opt") if os.path.isdir(p)), "/mnt")   # launch.py
 LAUNCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py")
-GRADER_UID = ("learner code would run as your own uid {uid} outside the sandbox (only a root grader can "
-              "give it another). Grade as root (e.g. `sudo nbgrader autograde ...`: learner code then runs "
-              "as c.Sandbox.uid = {sandbox_uid}), or accept it with c.Sandbox.allow_grader_uid = True in "
-              "nbgrader_config.py (README 'The grading sandbox').")
+GRADER_UID = ("learner code would run as your own uid {uid} outside the sandbox. Give your account "
+              "subordinate ids (as root: `usermod --add-subuids 100000-165535 --add-subgids 100000-165535 "
+              "<you>`, and `apt-get install uidmap` for newuidmap): learner code then runs as the first of "
+              "them; or grade as root (learner code then runs as c.Sandbox.uid = {sandbox_uid}); or accept "
+              "your own uid with c.Sandbox.allow_grader_uid = True in nbgrader_config.py (README 'The "
+              "grading sandbox').")
 FIX = ("Install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`) and allow unprivileged user "
        "namespaces (sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0; in a "
        "container or Kubernetes pod: a seccomp/AppArmor profile that allows unshare and mount, see "
@@ -133,7 +136,7 @@ class Sandbox(LoggingConfigurable):
     def require(self):
         """Raise SandboxUnavailable (with the fix) unless the sandbox works or is switched off."""
         if self.enabled:
-            if os.geteuid() != 0:
+            if self.outside_uid() == os.geteuid():
                 msg = GRADER_UID.format(uid=os.geteuid(), sandbox_uid=self.uid)
                 if not self.allow_grader_uid:
                     raise SandboxUnavailable(f"the grading sandbox refuses to start: {msg}")
@@ -151,10 +154,23 @@ class Sandbox(LoggingConfigurable):
         return {k: v for k, v in caps.items() if v}
 
     def outside_uid(self):
-        """The uid bubblewrap, and so every process and file of the sandbox, has outside it:
-        ``uid`` for a root grader (it drops to it before bubblewrap starts), else the grader's
-        own, which only ``allow_grader_uid`` accepts (:meth:`require` refuses it otherwise)."""
-        return self.uid if os.geteuid() == 0 else os.geteuid()
+        """The uid the sandbox's processes and files have outside it: ``uid`` for a root grader
+        (it becomes it before bubblewrap starts), the first of a grader's subordinate uids
+        (/etc/subuid, with newuidmap), else the grader's own, which only ``allow_grader_uid``
+        accepts (:meth:`require` refuses it otherwise)."""
+        if os.geteuid() == 0:
+            return self.uid
+        ids = subordinate_ids()
+        return ids[0] if ids else os.geteuid()
+
+    def _drop_to(self):
+        """The uid a root grader becomes before bubblewrap starts (None: not root, it cannot)."""
+        return self.uid if os.geteuid() == 0 else None
+
+    def _subordinate(self):
+        """[uid, gid, outer uid, outer gid] for launch.py, for a grader with subordinate ids."""
+        ids = subordinate_ids() if os.geteuid() != 0 else None
+        return [self.uid, self.uid, *ids] if ids else None
 
     def wrap(self, argv, writable=(), hidden=(), chdir=None, bwrap_args=(), files=None):
         """The command that runs argv in the sandbox. `writable` folders are bound read-write at
@@ -174,25 +190,25 @@ class Sandbox(LoggingConfigurable):
         cmd += ["--size", str(self.tmp_size_mb * 2 ** 20), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
                 "--size", str(self.shm_size_mb * 2 ** 20), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
         cmd += _system_binds()
-        for path in python_paths() + list(self.read_only_paths):
-            cmd += ["--ro-bind", path, path]
-        for path in writable:
-            cmd += ["--bind", path, path]
+        shown = python_paths() + list(self.read_only_paths)
+        staged = self._drop_to() is not None        # a root grader: bubblewrap binds from launch.py's stage
+        for i, path in enumerate(shown):
+            cmd += ["--ro-bind", f"{STAGE}/{i}" if staged else path, path]
+        for i, path in enumerate(writable, len(shown)):
+            cmd += ["--bind", f"{STAGE}/{i}" if staged else path, path]
         for path in hidden:
             cmd += ["--ro-bind", "/dev/null", path]
         for i, path in enumerate(files or {}):
-            cmd += ["--perms", "0600", "--file", f"{{fd:{i}}}", path]
+            # the folder open to others: a grader that is not root reaches a socket there (the kernel's)
+            cmd += ["--perms", "0755", "--dir", os.path.dirname(path), "--perms", "0600", "--file", f"{{fd:{i}}}", path]
         if chdir and chdir.startswith("/tmp/"):
             cmd += ["--dir", chdir]
-        cmd += ["--chdir", chdir or (writable[0] if writable else "/tmp"), "--unsetenv", "JPY_PARENT_PID"]
+        cmd += ["--remount-ro", "/"]            # bubblewrap's root is a tmpfs too, of no size
+        cmd += ["--chdir", chdir or (writable[0] if writable else "/tmp"), "--setenv", "JPY_PARENT_PID", "1"]
         spec = {"argv": cmd + ["--"] + list(argv), "files": list((files or {}).values()),
                 "limits": self.rlimits(), "cgroups": self.cgroup.procs() if self.cgroup else [],
-                "uid": self._drop_to()}
+                "uid": self._drop_to(), "subordinate": self._subordinate(), "stage": shown + list(writable) if staged else [], "stage_dir": STAGE}
         return [sys.executable, "-I", "-S", LAUNCH, json.dumps(spec)]
-
-    def _drop_to(self):
-        """The uid a root grader becomes before bubblewrap starts (None: not root, it cannot)."""
-        return self.uid if os.geteuid() == 0 else None
 
     @property
     def cgroup(self):
@@ -214,6 +230,29 @@ def sandbox_env(extra=None):
     env.setdefault("LANG", "C.UTF-8")
     env.update(extra or {})
     return env
+
+
+def subordinate_ids():
+    """(first subordinate uid, first subordinate gid) of the grader's account where it has both
+    and newuidmap/newgidmap are installed, else None."""
+    import pwd
+    if not (shutil.which("newuidmap") and shutil.which("newgidmap")):
+        return None
+    try:
+        names = {pwd.getpwuid(os.geteuid()).pw_name, str(os.geteuid())}
+    except KeyError:
+        names = {str(os.geteuid())}
+    found = []
+    for table in ("/etc/subuid", "/etc/subgid"):
+        try:
+            rows = [ln.strip().split(":") for ln in open(table) if ln.count(":") == 2]
+        except OSError:
+            return None
+        first = next((int(start) for name, start, count in rows if name in names and int(count) > 0), None)
+        if first is None:
+            return None
+        found.append(first)
+    return tuple(found)
 
 
 class Cgroups:

@@ -23,7 +23,9 @@ READY_TIMEOUT = 180
 # PID 2 of the sandbox: says "ready" once the sandbox is complete, then waits for a line on its
 # stdin: "go" runs the arguments after it (a cold start's kernel); a forked kernel's sandbox gets
 # none, and goes when the grader closes that pipe
-PLACEHOLDER = ["/bin/sh", "-c", 'echo ready; read go || exit 0; exec "$@"', "sandbox"]
+# The kernel's sockets are made with umask 0: a grader that is not root connects to them from
+# outside the sandbox's uid (nothing else can reach the sandbox's /tmp)
+PLACEHOLDER = ["/bin/sh", "-c", 'echo ready; read go || exit 0; umask 000; exec "$@"', "sandbox"]
 LINE_CAP, LOG_CAP = 500, 256 * 1024      # characters of one logged line, bytes logged per kernel
 
 
@@ -132,9 +134,9 @@ class KernelOutput(threading.Thread):
             line = _printable(raw.decode(errors="replace").rstrip("\n"))
             if len(line) > LINE_CAP:
                 line = line[:LINE_CAP] + f"... ({len(line) - LINE_CAP} more characters)"
-            self.log.info("[kernel of %s] %s", self.who, line)
+            self.log.warning("[kernel of %s] %s", self.who, line)
         if self.dropped:
-            self.log.info("[kernel of %s] ... %d more bytes of output not logged", self.who, self.dropped)
+            self.log.warning("[kernel of %s] ... %d more bytes of output not logged", self.who, self.dropped)
 
 
 class Sandboxed:
@@ -146,18 +148,27 @@ class Sandboxed:
 
     stdin = stdout = stderr = None
 
-    def __init__(self, placeholder, ns_pid, output):
+    def __init__(self, placeholder, ns_pid, output, output_w):
         self.placeholder, self.ns_pid, self.output = placeholder, ns_pid, output
+        self.output_w = output_w        # the output pipe's write end, for the kernel template's fork
         self.pid, self.returncode, self.pidfd = placeholder.pid, None, None
 
     def go(self):
         self.placeholder.stdin.write(b"go\n")
         self.placeholder.stdin.flush()
+        self.release()
         return self
 
     def adopt(self, pid):
         self.pid, self.pidfd = pid, os.pidfd_open(pid)
+        self.release()
         return self
+
+    def release(self):
+        """Close our copy of the output pipe's write end: the pipe ends with the sandbox."""
+        if self.output_w is not None:
+            os.close(self.output_w)
+            self.output_w = None
 
     def poll(self):
         if self.pidfd is None:
@@ -190,6 +201,7 @@ class Sandboxed:
         self.send_signal(signal.SIGTERM)
 
     def close(self):
+        self.release()
         if self.placeholder.poll() is None:
             self.placeholder.kill()
         self.placeholder.wait()
@@ -204,11 +216,13 @@ def start_sandbox(sandbox, chdir, files, log, who, argv=(), env=None, timeout=30
     """Start a sandbox with the placeholder in it (followed by `argv`, which `go` runs);
     return it as :class:`Sandboxed`, its output logged by a :class:`KernelOutput`."""
     info_r, info_w = os.pipe()
+    out_r, out_w = os.pipe()            # the sandbox's stdout and stderr
     cmd = sandbox.wrap(PLACEHOLDER + list(argv), chdir=chdir, files=files,
                        bwrap_args=["--info-fd", str(info_w)])
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out_w, stderr=out_w,
                             pass_fds=[info_w], env=env or sandbox_env(), start_new_session=True)
     os.close(info_w)
+    proc.stdout = os.fdopen(out_r, "rb")
     try:
         deadline, info = time.monotonic() + timeout, b""
         while True:                     # bubblewrap writes {"child-pid": N, ...} when it has cloned
@@ -230,10 +244,11 @@ def start_sandbox(sandbox, chdir, files, log, who, argv=(), env=None, timeout=30
     except BaseException:
         proc.kill()
         proc.wait()
+        os.close(out_w)
         raise
     finally:
         os.close(info_r)
-    return Sandboxed(proc, ns_pid, KernelOutput(proc.stdout, log, who))
+    return Sandboxed(proc, ns_pid, KernelOutput(proc.stdout, log, who), out_w)
 
 
 def start_forked(sandbox, box, argv, env, cwd, join=True):
@@ -241,5 +256,6 @@ def start_forked(sandbox, box, argv, env, cwd, join=True):
     `argv` are ipykernel's arguments. join=False leaves the fork outside the sandbox: only for
     the test that shows what it stops."""
     pid = template().fork({"ns_pid": box.ns_pid, "argv": list(argv), "env": env, "cwd": cwd,
-                           "limits": sandbox.rlimits(), "join": join, "uid": sandbox.uid})
+                           "limits": sandbox.rlimits(), "join": join, "uid": sandbox.uid,
+                           "grader_pid": os.getpid(), "output_fd": box.output_w})
     return box.adopt(pid)

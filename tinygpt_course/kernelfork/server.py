@@ -169,6 +169,7 @@ def run_kernel(job):
         sys.argv = [os.path.join(os.path.dirname(importlib.import_module("ipykernel").__file__),
                                  os.pardir, "ipykernel_launcher.py"), *job["argv"]]
         app = IPKernelApp.instance()
+        os.umask(0)             # as a cold kernel's: sockets a grader that is not root can connect to
         app.initialize(job["argv"])
         # modules imported before the shell existed register with it now, as at a first import
         widgets = sys.modules.get("ipywidgets")
@@ -213,9 +214,9 @@ def keeper(job, report):
     waits for it. Never returns."""
     try:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        # the kernel's stdout and stderr: the pipe the sandbox's own output goes to (its PID 1's
-        # stdout), never the grader's or this process's stderr
-        job["output_fd"] = os.open(f"/proc/{job['ns_pid']}/fd/1", os.O_WRONLY)
+        # the kernel's stdout and stderr: the pipe the sandbox's own output goes to, which the
+        # grader holds open for us until we reply; never the grader's or this process's stderr
+        job["output_fd"] = os.open(f"/proc/{job['grader_pid']}/fd/{job['output_fd']}", os.O_WRONLY)
         if job.get("join", True):
             join_sandbox(job["ns_pid"], job["uid"])
         else:
