@@ -205,6 +205,7 @@ class Sandboxed:
         if self.placeholder.poll() is None:
             self.placeholder.kill()
         self.placeholder.wait()
+        self.output.join(timeout=10)    # the pipe ends with the sandbox's last process: all logged
         for f in (self.placeholder.stdin, self.placeholder.stdout):
             f.close()
         if self.pidfd is not None:
