@@ -229,19 +229,19 @@ def test_the_graders_log_is_intact(graded):
 
 def test_the_attacks_work_without_the_sandbox(tmp_path):
     """The defence is what stops them: with c.Sandbox.enabled = False the same answers reach the
-    gradebook, the source notebook and outlive grading."""
+    gradebook, the source notebook and outlive grading, stop nbgrader for the symlinks' learner and
+    leave the interpreter's copy in autograded/. (64's fd 2, unsandboxed, truncates this very log,
+    with the warnings checked here: tests/test_kernelfork.py shows it on its own.)"""
     course = make_course(tmp_path / "unsandboxed", extra_config=TEST_CONFIG + "c.Sandbox.enabled = False\n")
     attacks = [BY_NAME[n] for n in ("33_attack_gradebook_own", "36_attack_detached_sleeper", "37_attack_rewrite_source",
-                                     "60_attack_symlinks", "62_attack_setuid_copy", "64_attack_stderr")]
+                                     "60_attack_symlinks", "62_attack_setuid_copy")]
     result = run_class(course, attacks)
     try:
         # the symlinks stop nbgrader for that learner; the interpreter's copy stays on the host
-        # (set-uid while it was graded; nbgrader's set_permissions makes it 0444 afterwards); the
-        # forged line is in the grader's log as the grader's own
+        # (set-uid while it was graded; nbgrader's set_permissions makes it 0444 afterwards)
         err = result["run"].stderr
         assert "error processing assignment 'multihead' for student '60_attack_symlinks'" in err, err[-2000:]
         assert list((course / "autograded").rglob("python-suid")), "the set-uid copy was not left"
-        assert "\r\x1b[2KFLAGGED 01_right_comprehension" in err, err[-2000:]     # raw, not spelled out
         with sqlite3.connect(course / "gradebook.db") as db:   # the attacker's own grades, every one
             manual = db.execute("SELECT a.student_id, count(*) FROM grade g "
                                 "JOIN submitted_notebook n ON g.notebook_id = n.id "

@@ -120,8 +120,9 @@ def become(uid):
     os.setresuid(uid, uid, uid)
 
 
-def join_sandbox(ns_pid, uid):
-    """Enter every namespace of the sandbox whose PID 1 is `ns_pid` (PID: for our children).
+def join_sandbox(ns_pid, uid=65534):
+    """Enter every namespace of the sandbox whose PID 1 is `ns_pid` (PID: for our children),
+    then take its uid `uid` (c.Sandbox.uid; the default is its default).
     Each namespace is joined as soon as we may: a root grader may join them all from outside; an
     unprivileged one first enters the user namespace that owns them, then the sandbox's own."""
     fds = {name: os.open(f"/proc/{ns_pid}/ns/{name}", os.O_RDONLY) for name in CLONE}
