@@ -324,3 +324,19 @@ def test_a_grader_that_is_not_root_is_refused_unless_it_accepts(monkeypatch):
     monkeypatch.setattr(sandbox_mod.os, "geteuid", lambda: 1000)
     with pytest.raises(SandboxUnavailable, match="own uid 1000.*subordinate ids.*grade as root.*allow_grader_uid"):
         Sandbox().require()
+
+
+@ROOT_ONLY
+def test_cgroups_of_ended_graders_are_removed(course):
+    """A grader killed before it removed its cgroup leaves an empty one; the next removes it."""
+    import multiprocessing
+    from tinygpt_course.grading.sandbox import Cgroups
+    made = Cgroups(2 ** 30, 64)
+    ctx = multiprocessing.get_context("fork")
+    child = ctx.Process(target=lambda: os._exit(0 if made.procs() else 1))   # makes one, no sweep
+    child.start()
+    child.join()
+    left = [os.path.join(r, f"tinygpt-sandbox-{child.pid}-{Cgroups._n + 1}") for r in made.roots.values()]
+    assert all(os.path.isdir(p) for p in left), left
+    made.sweep_dead()
+    assert not any(os.path.exists(p) for p in left), left

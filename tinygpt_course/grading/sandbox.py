@@ -302,6 +302,8 @@ class Cgroups:
 
     def procs(self):
         """Make the next sandbox's cgroups; the cgroup.procs files its first process joins."""
+        if not Cgroups._n:
+            self.sweep_dead()
         self.sweep()
         Cgroups._n += 1
         name = f"tinygpt-sandbox-{os.getpid()}-{Cgroups._n}"
@@ -330,6 +332,19 @@ class Cgroups:
             if not self.mine or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
+
+    def sweep_dead(self):
+        """Remove the empty cgroups of graders that have ended without removing theirs (a killed
+        grader, a class-grading worker leaving with os._exit, a re-run server outliving atexit)."""
+        for root in self.roots.values():
+            for name in os.listdir(root):
+                parts = name.split("-")
+                if name.startswith("tinygpt-sandbox-") and len(parts) == 4 and parts[2].isdigit() \
+                        and not os.path.exists(f"/proc/{parts[2]}"):
+                    try:
+                        os.rmdir(os.path.join(root, name))
+                    except OSError:
+                        pass        # not empty: a sandbox of it still runs
 
     def _sweep_once(self):
         for path in list(self.mine):
