@@ -73,6 +73,7 @@ setup_system() {  # what the tests need from outside PyPI (run as root, e.g. in 
     [ -x /usr/bin/chromium ] || missing+=(chromium)           # the browser tests
     [ -x /usr/bin/bwrap ] || missing+=(bubblewrap)            # the grading sandbox
     command -v prlimit >/dev/null || missing+=(util-linux)    # its caps
+    command -v newuidmap >/dev/null || missing+=(uidmap)      # its subordinate uid, for a grader that is not root
     # npm only where it is missing: where Node.js comes from NodeSource, npm is part of it and
     # Debian's npm package conflicts with it
     command -v npm >/dev/null || missing+=(npm)

@@ -50,7 +50,11 @@ c.Autograde.pre_convert_hook = pre_convert_hook   # broken or renamed notebooks 
 # Without bubblewrap grading refuses; c.Sandbox.enabled = False opts out (with a warning).
 c.Sandbox.memory_limit_mb = 6144           # address space of each process in the sandbox
 c.Sandbox.cpu_limit_s = 900                # CPU seconds of each process in the sandbox
-c.Sandbox.max_processes = 512              # processes and threads (not applied to a root grader)
+c.Sandbox.max_processes = 512              # processes and threads of the sandbox's uid (and per sandbox)
+c.Sandbox.file_size_limit_mb = 256         # the largest file learner code may write
+c.Sandbox.tmp_size_mb = 512                # its /tmp (home, kernel folder), a tmpfs gone with the sandbox
+c.Sandbox.shm_size_mb = 64                 # its /dev/shm
+c.Sandbox.uid = 65534                      # learner code's uid, outside too with a root grader
 # Each grading kernel is forked from a warm template (torch, matplotlib, ipykernel and the course
 # library imported once per grading process) and joins a sandbox of its own: no kernel start and
 # no `import torch` per notebook (bench/README.md). False starts every kernel afresh.

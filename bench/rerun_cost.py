@@ -30,8 +30,7 @@ for server in R._servers.values():
     server.proc.stdin.close()       # the zygote ends once its workers have: all of them waited for
     server.proc.wait()
     if server.kept is not None:
-        server.kept[0].kill()
-        server.kept[0].wait()
+        server.kept.close()
 """
 
 

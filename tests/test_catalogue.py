@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sqlite3
+import stat
 import subprocess
 
 import nbformat
@@ -79,16 +80,39 @@ def run_class(course, answers):
     for a in answers:
         submit(course, a.name, a.code, a.notebook)
     before = trusted_state(course)
+    (course / "tmp").mkdir()
     # output to files, not pipes: without the sandbox a leftover process would hold a pipe open
     with open(course / "autograde.out", "w+") as out, open(course / "autograde.err", "w+") as err:
         code = subprocess.run([str(BIN / "nbgrader"), "autograde", "multihead", "--create"], cwd=course,
-                              env=env(), stdout=out, stderr=err, timeout=3600).returncode
+                              env={**env(), "TMPDIR": str(course / "tmp")}, stdout=out, stderr=err,
+                              timeout=3600).returncode
     run = subprocess.CompletedProcess([], code, (course / "autograde.out").read_text(),
                                       (course / "autograde.err").read_text())
     leftovers = leftover_processes(course)
     feedback = nbgrader(course, "generate_feedback", "multihead", check=False)
     return {"course": course, "run": run, "feedback": feedback, "leftovers": leftovers,
             "trusted_before": before, "trusted_after": trusted_state(course)}
+
+
+def dangerous_files(*folders, max_depth=40):
+    """Symlinks, FIFOs, sockets, devices, set-uid or set-gid files and too deep folders below
+    `folders`, as (path, what), found without following a link."""
+    found = []
+    for top in folders:
+        for here, dirs, files in os.walk(top):
+            if len(os.path.relpath(here, top).split(os.sep)) > max_depth:
+                found.append((here, "deep folder"))
+                dirs[:] = []
+                continue
+            for name in dirs + files:
+                path = os.path.join(here, name)
+                mode = os.lstat(path).st_mode
+                what = ("symlink" if stat.S_ISLNK(mode) else "fifo" if stat.S_ISFIFO(mode)
+                        else "socket" if stat.S_ISSOCK(mode) else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                        else "set-uid" if mode & (stat.S_ISUID | stat.S_ISGID) else None)
+                if what:
+                    found.append((path, what))
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -211,13 +235,42 @@ def test_learner_script_is_never_live_markup(graded):
     assert not re.search(r"<script[^>]*>[^<]*__tinygpt_probe", page), "in a script"
 
 
+def test_nothing_learner_code_wrote_reaches_the_host(graded):
+    """No symlink, FIFO, device, set-uid file or deep folder under autograded/, feedback/ or the
+    grader's temp folder, and no file there larger than nbgrader's own (the 1 GiB file)."""
+    course = graded["course"]
+    folders = [course / "autograded", course / "feedback", course / "tmp"]
+    assert dangerous_files(*folders) == []
+    big = [p for f in folders for p in f.rglob("*") if p.is_file() and p.stat().st_size > 50 << 20]
+    assert big == []
+    names = {p.name for f in folders for p in f.rglob("*")}
+    assert not names & {"source.html", "config.html", "gradebook.html", "classmate.html", "python-suid", "big.bin", "d"}
+
+
+def test_the_graders_log_is_intact(graded):
+    """The kernel's fd 2 is a pipe the grader logs, each line marked with the student: the log
+    is not truncated (the first learner's lines are there) and the forged line is marked."""
+    err = graded["run"].stderr
+    assert "01_right_comprehension" in err.split("64_attack_stderr")[0], err[:2000]
+    forged = [ln for ln in err.splitlines() if "(forged)" in ln]
+    assert forged and all("[kernel of 64_attack_stderr/multihead] " in ln and "\\r\\x1b" in ln for ln in forged), forged
+
+
 def test_the_attacks_work_without_the_sandbox(tmp_path):
     """The defence is what stops them: with c.Sandbox.enabled = False the same answers reach the
-    gradebook, the source notebook and outlive grading."""
+    gradebook, the source notebook and outlive grading, stop nbgrader for the symlinks' learner and
+    leave the interpreter's copy in autograded/. (64's fd 2, unsandboxed, truncates this very log,
+    with the warnings checked here: tests/test_kernelfork.py shows it on its own.)"""
     course = make_course(tmp_path / "unsandboxed", extra_config=TEST_CONFIG + "c.Sandbox.enabled = False\n")
-    attacks = [BY_NAME[n] for n in ("33_attack_gradebook_own", "36_attack_detached_sleeper", "37_attack_rewrite_source")]
+    attacks = [BY_NAME[n] for n in ("33_attack_gradebook_own", "36_attack_detached_sleeper", "37_attack_rewrite_source",
+                                     "60_attack_symlinks", "62_attack_setuid_copy")]
     result = run_class(course, attacks)
     try:
+        # the symlinks stop nbgrader for that learner; the interpreter's copy stays on the host
+        # (set-uid while it was graded; nbgrader's set_permissions makes it 0444 afterwards)
+        err = result["run"].stderr
+        assert "error processing assignment 'multihead' for student '60_attack_symlinks'" in err, err[-2000:]
+        assert list((course / "autograded").rglob("python-suid")), "the set-uid copy was not left"
         with sqlite3.connect(course / "gradebook.db") as db:   # the attacker's own grades, every one
             manual = db.execute("SELECT a.student_id, count(*) FROM grade g "
                                 "JOIN submitted_notebook n ON g.notebook_id = n.id "

@@ -5,9 +5,14 @@ Each defence is run twice: in a forked kernel that joins its sandbox (the snippe
 and in one that is forked but does not join (the snippet succeeds), which shows the test can
 fail and that joining the sandbox is what stops it.
 """
+import functools
+import json
 import logging
 import os
+import pwd
+import shutil
 import socket
+import subprocess
 import textwrap
 import time
 from pathlib import Path
@@ -70,7 +75,8 @@ def test_cannot_read_the_course_the_notebook_or_root(course, join):
     (own / "multihead.ipynb").write_text("hidden tests")
     out, err = run_kernel(f"""
         import os
-        for path in [{str(root / 'source' / 'secret.txt')!r}, {str(root / 'gradebook.db')!r}, 'multihead.ipynb']:
+        for path in [{str(root / 'source' / 'secret.txt')!r}, {str(root / 'gradebook.db')!r},
+                     {str(own / 'multihead.ipynb')!r}]:
             try:
                 print(path, open(path).read())
             except OSError as exc:
@@ -90,12 +96,14 @@ def test_writes_only_its_own_folder(course, join):
     root, own = course
     out, err = run_kernel(f"""
         open('mine.txt', 'w').write('ok')
-        try:      # inside the sandbox the course folder is an empty stand-in, or not writable
+        print(open('mine.txt').read())
+        try:      # inside the sandbox the course folder is not there
             open({str(root / 'pwned.txt')!r}, 'w').write('x')
         except OSError:
             pass
     """, own, join)
-    assert err is None and (own / "mine.txt").read_text() == "ok", out
+    assert (out, err) == ("ok\n", None), out
+    assert not (own / "mine.txt").exists()          # the kernel's folder is the sandbox's own
     assert (root / "pwned.txt").exists() != join
 
 
@@ -176,14 +184,23 @@ def test_a_template_that_cannot_start_means_a_cold_sandboxed_start(course, monke
 
 
 def lesson_outputs(nb_path, folder, fork):
+    """Per code cell: each stream's text joined (however it was split into messages), then its
+    other outputs."""
     nb = execute(nbformat.read(nb_path, 4), folder, fork, timeout=120)
-    outputs = []
+    cells = []
     for cell in nb.cells:
-        for out in cell.get("outputs", []):
+        outs = cell.get("outputs", [])
+        streams = {name: "".join(o.text for o in outs if o.output_type == "stream" and o.name == name)
+                   for name in ("stdout", "stderr")}
+        others = []
+        for out in outs:
+            if out.output_type == "stream":
+                continue
             data = dict(out.get("data", {}))
             data.pop("application/vnd.jupyter.widget-view+json", None)     # a fresh model id each run
-            outputs.append((out.output_type, out.get("name"), out.get("text"), out.get("ename"), data))
-    return outputs
+            others.append((out.output_type, out.get("ename"), data))
+        cells.append((streams, others))
+    return cells
 
 
 @pytest.mark.slow
@@ -192,5 +209,130 @@ def test_a_forked_kernel_gives_the_lesson_the_same_results(tmp_path):
     the explorer's PNG to the byte."""
     source = REPO / "source" / "multihead" / "multihead.ipynb"
     forked, cold = lesson_outputs(source, tmp_path, True), lesson_outputs(source, tmp_path, False)
-    assert any("image/png" in o[4] for o in forked), "the explorer drew no picture"
+    assert any("image/png" in o[2] for _, others in forked for o in others), "the explorer drew no picture"
     assert forked == cold
+
+
+AS_USER = r'''
+import json, os, sys
+import nbformat
+from nbclient import NotebookClient
+from traitlets.config import Config
+from tinygpt_course.grading.kernel import SandboxedKernelManager
+from tinygpt_course.grading.sandbox import SandboxUnavailable
+out = {}
+for fork in (True, False):
+    cfg = Config()
+    cfg.SandboxedKernelManager.fork_from_template = fork
+    cfg.Sandbox.allow_grader_uid = sys.argv[2] == "allow"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import os, sys; print(os.getuid(), os.getcwd(), 'torch' in sys.modules)")])
+    client = NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, config=cfg, timeout=120,
+                            resources={"metadata": {"path": sys.argv[1]}})
+    try:
+        with client.setup_kernel():
+            client.execute_cell(nb.cells[0], 0)
+            pid = client.km.provisioner.process.pid     # the forked kernel, or bubblewrap
+            status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status"))
+    except SandboxUnavailable as exc:
+        out[str(fork)] = {"refused": str(exc)}
+        continue
+    out[str(fork)] = {"inside": nb.cells[0].outputs[0]["text"], "outside": status["Uid"].split()}
+print(json.dumps(out))
+'''
+SUBUID = 2_000_000_000
+
+
+@pytest.fixture(scope="module")
+def grader_accounts(tmp_path_factory):
+    """Two unprivileged accounts, as CI (root) makes them: one with subordinate ids, one without;
+    a venv both can read (the test's own where it can, else a new one: a clone may be private)."""
+    from tinygpt_course.testing import hub
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("useradd", "userdel", "usermod", "runuser", "newuidmap")):
+        pytest.skip("needs root, useradd/usermod/runuser and newuidmap (apt-get install uidmap)")
+    base = tmp_path_factory.mktemp("graders")
+    os.chmod(base, 0o755)
+    for p in base.parents:        # pytest's folder is 0700: let the accounts reach theirs
+        if str(p).startswith("/tmp/pytest-of-"):
+            os.chmod(p, os.stat(p).st_mode | 0o005)
+    venv = hub.make_course_venv(base, base / "venv.log")
+    users = {"sub": "tgsbsub", "plain": "tgsbplain"}
+    for name in users.values():
+        subprocess.run(["userdel", name], capture_output=True)
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+    subprocess.run(["usermod", "--add-subuids", f"{SUBUID}-{SUBUID + 65535}", "--add-subgids",
+                    f"{SUBUID}-{SUBUID + 65535}", users["sub"]], check=True)
+    script = base / "as_user.py"
+    script.write_text(AS_USER)
+    script.chmod(0o644)
+
+    @functools.lru_cache(maxsize=None)
+    def run_as(role, mode="refuse"):
+        """Both kernels (forked, started) graded as the account: {"True"/"False": what each saw}."""
+        user = users[role]
+        home = base / role
+        home.mkdir(exist_ok=True)
+        shutil.chown(home, user, user)
+        proc = subprocess.run(["runuser", "-u", user, "--", "env", f"HOME={home}",
+                               f"PATH={venv / 'bin'}:/usr/bin:/bin", str(venv / "bin" / "python"), str(script),
+                               str(home), mode], capture_output=True, text=True, timeout=600, cwd=home)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.splitlines()[-1]), pwd.getpwnam(user).pw_uid
+
+    yield run_as
+    for name in users.values():
+        subprocess.run(["userdel", name], capture_output=True)
+
+
+@pytest.mark.parametrize("fork", ["True", "False"], ids=["forked", "started"])
+def test_a_teacher_account_runs_learner_code_as_its_subordinate_uid(grader_accounts, fork):
+    """A grader that is not root (CI makes the account): the kernel, forked (through the
+    template's NS_GET_PARENT dance) or started, is uid 65534 in the sandbox and the account's
+    first subordinate uid outside, never the account's own. Without subordinate ids grading
+    refuses; accepted with c.Sandbox.allow_grader_uid, it runs as the account: the defence off."""
+    inside = f"65534 /tmp/work {fork}\n"         # torch already there: the forked kernel
+    with_subuid, _ = grader_accounts("sub")
+    assert with_subuid[fork]["inside"] == inside, with_subuid
+    assert with_subuid[fork]["outside"] == [str(SUBUID)] * 4, with_subuid
+    refused, _ = grader_accounts("plain")
+    assert "subordinate ids" in refused[fork]["refused"], refused
+    own, uid = grader_accounts("plain", "allow")
+    assert own[fork]["inside"] == inside and own[fork]["outside"] == [str(uid)] * 4, own
+
+
+FD2 = """
+    import os, stat
+    try:
+        os.ftruncate(2, 0)
+        print("truncated")
+    except OSError:
+        print("not truncated")
+    print(stat.S_ISFIFO(os.fstat(2).st_mode))
+    os.write(2, b"\\rFLAGGED bob (forged)\\n")
+    for _ in range(1000):
+        os.write(1, b"y" * 999 + b"\\n")
+"""
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "started"])
+def test_the_kernels_fd_2_is_a_pipe_the_grader_logs(course, fork, caplog, capfd):
+    """fd 2 (and 1) of the kernel is a pipe the grader reads: the grader's stderr cannot be
+    truncated or written; each line is logged marked with the student and control characters
+    spelled out, each capped, 256 KiB in all. Unsandboxed, the kernel writes the grader's own stderr."""
+    from tinygpt_course.grading.template import LINE_CAP, LOG_CAP
+    with caplog.at_level(logging.INFO):
+        out, err = run_kernel(FD2, course[1], fork=fork)
+    # (ipykernel also echoes what reaches fd 1 and 2 into the cell, as for any kernel)
+    assert out.startswith("not truncated\nTrue\n") and err is None, out[:300]
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("[kernel of alice/multihead] ")]
+    assert "[kernel of alice/multihead] \\rFLAGGED bob (forged)" in lines, lines[:5]
+    assert max(map(len, lines)) < LINE_CAP + 100
+    assert sum(len(ln) for ln in lines) < LOG_CAP and "more bytes of output not logged" in lines[-1], lines[-1]
+    assert "FLAGGED" not in capfd.readouterr().err
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(textwrap.dedent(FD2))])
+    cfg = Config()
+    cfg.Sandbox.enabled = False
+    with pytest.warns(UserWarning, match="UNSANDBOXED"):
+        NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, config=cfg,
+                       resources={"metadata": {"path": str(course[1])}}, timeout=60).execute()
+    assert "\rFLAGGED bob (forged)" in capfd.readouterr().err     # defence off: the grader's own stderr

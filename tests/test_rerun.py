@@ -111,7 +111,7 @@ libc = ctypes.CDLL(None, use_errno=True)
 libc.shmat.restype = ctypes.c_void_p
 '''
 LEAVE = SHM + '''
-open("/dev/left", "w").write("for the next learner")
+open("/dev/shm/left", "w").write("for the next learner")   # /dev itself is read-only
 os.makedirs("/tmp/kept/inner")
 os.chmod("/tmp/kept/inner", 0o555)
 os.chmod("/tmp/kept", 0o555)
@@ -120,7 +120,7 @@ ctypes.memmove(libc.shmat(shmid, None, 0), b"hello next", 10)
 raise Exception(f"left three things, shm {shmid}")
 '''
 FIND = SHM + '''
-found = [what for what, path in (("dev", "/dev/left"), ("tmp", "/tmp/kept")) if os.path.exists(path)]
+found = [what for what, path in (("dev", "/dev/shm/left"), ("tmp", "/tmp/kept")) if os.path.exists(path)]
 shmid = libc.shmget(0x7e57, 0, 0)
 if shmid >= 0:
     found.append("shm: " + ctypes.string_at(libc.shmat(shmid, None, 0), 10).decode())

@@ -17,10 +17,11 @@ from tinygpt_course.grading.sandbox import Sandbox, SandboxUnavailable
 ON_OFF = [pytest.param(True, id="sandboxed"), pytest.param(False, id="unsandboxed")]
 
 
-def run(code, enabled, folder, timeout=60):
-    """Run Python `code` as grading runs learner code: in the sandbox with `folder` writable."""
-    sandbox = Sandbox(enabled=enabled)
-    argv = sandbox.wrap([sys.executable, "-c", textwrap.dedent(code)], writable=[str(folder)], chdir=str(folder))
+def run(code, enabled, folder, timeout=60, sandbox=None):
+    """Run Python `code` as grading runs learner code: in the sandbox, in a folder of its own
+    on the sandbox's /tmp (unsandboxed: in `folder`)."""
+    sandbox = sandbox or Sandbox(enabled=enabled)
+    argv = sandbox.wrap([sys.executable, "-c", textwrap.dedent(code)], chdir="/tmp/work")
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=folder,
                           env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
 
@@ -64,13 +65,15 @@ def test_cannot_write_outside_its_folder(course, enabled):
     target = root / "source" / "planted.txt"
     proc = run(f"""
         open("mine.txt", "w").write("ok")          # its own folder: allowed
+        print(open("mine.txt").read())
         try:
             open({str(target)!r}, "w").write("planted")
         except OSError:
             pass
     """, enabled, own)
     assert proc.returncode == 0, proc.stderr
-    assert (own / "mine.txt").read_text() == "ok"
+    assert proc.stdout.split() == ["ok"]
+    assert (own / "mine.txt").exists() != enabled      # sandboxed, its folder is not the host's
     assert target.exists() != enabled
 
 
@@ -162,13 +165,13 @@ def test_no_silent_fallback():
 
 
 def test_read_only_paths_under_tmp_stay_visible(tmp_path, course):
-    """A venv or extra folder under /tmp must survive the sandbox's private /tmp."""
+    """A venv or extra folder under /tmp must survive the sandbox's private /tmp, and be shown
+    even below a folder the sandbox's uid cannot enter (pytest's, 0700: a clone in /root)."""
     extra = tmp_path / "venv-like"
-    extra.mkdir()
+    extra.mkdir(mode=0o755)
     (extra / "lib.txt").write_text("library")
     sandbox = Sandbox(read_only_paths=[str(extra)])
-    argv = sandbox.wrap([sys.executable, "-c", f"print(open({str(extra / 'lib.txt')!r}).read())"],
-                        writable=[str(course[1])], chdir=str(course[1]))
+    argv = sandbox.wrap([sys.executable, "-c", f"print(open({str(extra / 'lib.txt')!r}).read())"])
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "library", proc.stderr
 
@@ -194,3 +197,146 @@ def test_the_grading_kernel_runs_sandboxed_and_can_be_interrupted(course, fork=F
     assert nb.cells[0].outputs[0]["text"].split() == ["65534", "False"]
     assert nb.cells[1].outputs[-1]["ename"] == "KeyboardInterrupt"
     assert nb.cells[2].outputs[0]["text"] == "after\n"
+
+
+class KeepsRoot(Sandbox):
+    """The sandbox without its uid drop: what a root grader's sandbox was before."""
+
+    def _drop_to(self):
+        return None
+
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="a root grader's defences")
+WRITE = """
+    import errno
+    written = 0
+    try:
+        with open("/tmp/work/big", "wb") as f:
+            for _ in range({mb} // 16):
+                f.write(b"x" * (16 << 20))
+                f.flush()
+                written += 16
+    except OSError as exc:
+        print(errno.errorcode[exc.errno])
+    print(written)
+"""
+
+
+def test_file_size_is_capped(course):
+    """RLIMIT_FSIZE: a 400 MB file stops at 256 MB (EFBIG); without the cap it is written."""
+    on = run(WRITE.format(mb=400), True, course[1], sandbox=Sandbox(tmp_size_mb=1024))
+    off = run(WRITE.format(mb=400), True, course[1], sandbox=Sandbox(tmp_size_mb=1024, file_size_limit_mb=0))
+    assert on.stdout.split() == ["EFBIG", "256"], on.stderr
+    assert off.stdout.split() == ["400"], off.stderr
+
+
+def test_tmp_has_a_size(course):
+    on = run(WRITE.format(mb=128), True, course[1], sandbox=Sandbox(tmp_size_mb=64, file_size_limit_mb=0))
+    off = run(WRITE.format(mb=128), True, course[1], sandbox=Sandbox(tmp_size_mb=256, file_size_limit_mb=0))
+    assert on.stdout.split()[0] == "ENOSPC" and int(on.stdout.split()[1]) <= 64, on.stdout + on.stderr
+    assert off.stdout.split() == ["128"], off.stderr
+
+
+def test_every_writable_mount_is_sized_nosuid_nodev(course):
+    """The folders learner code can write: only /tmp and /dev/shm, tmpfs with a size, nosuid and
+    nodev (bubblewrap's root and /dev are tmpfs too, remounted read-only)."""
+    proc = run("""
+        import os
+        for line in open("/proc/self/mounts"):
+            dev, path, fs, opts = line.split()[:4]
+            opts = opts.split(",")
+            # devpts: no file can be made there, only terminals (bubblewrap's own instance)
+            if "rw" in opts and os.path.isdir(path) and fs not in ("proc", "devpts"):
+                print(path, fs, "nosuid" in opts and "nodev" in opts, any(o.startswith("size=") for o in opts))
+    """, True, course[1])
+    rows = [ln.split() for ln in proc.stdout.splitlines()]
+    assert sorted(r[0] for r in rows) == ["/dev/shm", "/tmp"], rows
+    assert all(r[1:] == ["tmpfs", "True", "True"] for r in rows), rows
+
+
+@ROOT_ONLY
+def test_memory_cgroup_counts_files(course):
+    """With a memory cgroup, files in the sandbox's tmpfs count: 512 MB written under a 256 MB
+    cap stop short (or the writer is killed); without the cgroup they are all written."""
+    sandbox = Sandbox(memory_limit_mb=256, tmp_size_mb=1024, file_size_limit_mb=0)
+    assert sandbox.cgroup is not None, "a root grader on this machine can make cgroups"
+    on = run(WRITE.format(mb=512), True, course[1], sandbox=sandbox)
+    off = run(WRITE.format(mb=512), True, course[1],
+              sandbox=Sandbox(memory_limit_mb=256, tmp_size_mb=1024, file_size_limit_mb=0, use_cgroup=False))
+    assert on.returncode != 0 or int(on.stdout.split()[-1]) < 512, on.stdout
+    assert off.stdout.split() == ["512"], off.stderr
+
+
+def sandbox_uids(sandbox, marker):
+    """The outside uids (real, effective, saved, fs) of a process running in `sandbox`."""
+    proc = subprocess.Popen(sandbox.wrap(["/bin/sleep", marker]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    if open(f"/proc/{pid}/cmdline", "rb").read() == b"/bin/sleep\0" + marker.encode() + b"\0":
+                        status = dict(ln.split(":", 1) for ln in open(f"/proc/{pid}/status"))
+                        return status["Uid"].split(), status["Groups"].split()
+                except OSError:
+                    pass
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@ROOT_ONLY
+def test_a_root_graders_sandbox_runs_as_nobody_outside(course):
+    on = sandbox_uids(Sandbox(), f"3141{os.getpid()}")
+    off = sandbox_uids(KeepsRoot(), f"3142{os.getpid()}")
+    assert on == (["65534"] * 4, []), on
+    assert off[0] == ["0"] * 4, off
+
+
+FLOOD = """
+    import os, time
+    n = 0
+    for _ in range(300):
+        try:
+            if os.fork() == 0:
+                time.sleep(30)
+                os._exit(0)
+            n += 1
+        except OSError:
+            break
+    print(n)
+"""
+
+
+@ROOT_ONLY
+def test_a_process_flood_is_bounded_for_a_root_grader(course):
+    """RLIMIT_NPROC (64 here, no cgroup) stops a fork flood once learner code runs as nobody
+    outside; with the sandbox as root it is not applied: all 300 start. The sandbox's end kills them."""
+    on = run(FLOOD, True, course[1], sandbox=Sandbox(max_processes=64, use_cgroup=False))
+    off = run(FLOOD, True, course[1], sandbox=KeepsRoot(max_processes=64, use_cgroup=False))
+    assert int(on.stdout.split()[-1]) < 64, on.stdout + on.stderr
+    assert off.stdout.split() == ["300"], off.stdout + off.stderr
+
+
+def test_a_grader_that_is_not_root_is_refused_unless_it_accepts(monkeypatch):
+    from tinygpt_course.grading import sandbox as sandbox_mod
+    monkeypatch.setattr(sandbox_mod.os, "geteuid", lambda: 1000)
+    with pytest.raises(SandboxUnavailable, match="own uid 1000.*subordinate ids.*grade as root.*allow_grader_uid"):
+        Sandbox().require()
+
+
+@ROOT_ONLY
+def test_cgroups_of_ended_graders_are_removed(course):
+    """A grader killed before it removed its cgroup leaves an empty one; the next removes it."""
+    import multiprocessing
+    from tinygpt_course.grading.sandbox import Cgroups
+    made = Cgroups(2 ** 30, 64)
+    ctx = multiprocessing.get_context("fork")
+    child = ctx.Process(target=lambda: os._exit(0 if made.procs() else 1))   # makes one, no sweep
+    child.start()
+    child.join()
+    left = [os.path.join(r, f"tinygpt-sandbox-{child.pid}-{Cgroups._n + 1}") for r in made.roots.values()]
+    assert all(os.path.isdir(p) for p in left), left
+    made.sweep_dead()
+    assert not any(os.path.exists(p) for p in left), left

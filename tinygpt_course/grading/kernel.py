@@ -2,30 +2,38 @@
 
 RobustExecute sets ``kernel_manager_class`` to :class:`SandboxedKernelManager`, so every kernel
 that grades a notebook (``nbgrader autograde`` and the formgrader's button alike) is an ipykernel
-started by bubblewrap (tinygpt_course.grading.sandbox). The kernel talks to nbgrader over the IPC
-transport: its connection file and sockets sit in a private folder bound into the sandbox. The
-only other folder it can write is the one nbgrader runs the notebook in,
-``autograded/<student>/<assignment>/``, where the notebooks themselves are hidden from it (the
-copy nbgrader is grading holds the hidden tests).
+in bubblewrap (tinygpt_course.grading.sandbox). No host folder is writable from it: not
+nbgrader's ``autograded/<student>/<assignment>/`` (nbgrader's own output, which it walks, chmods
+and copies), not a connection folder. The kernel's folder (WORK) and its connection file and
+IPC sockets (INSIDE) are on the sandbox's own size-capped /tmp, gone with the sandbox; the
+connection file is copied in by bubblewrap, and the grader reaches the sockets through
+``/proc/<sandbox's PID 1>/root``. The executed notebook comes back in the kernel's messages, as
+in stock nbgrader; nothing learner code wrote is ever read, walked or removed by the grader.
+The kernel's stdout and stderr are a pipe the grader reads and logs, line by line, capped and
+marked with the student (template.KernelOutput); the grader's own stderr is not the kernel's.
 
 With ``c.SandboxedKernelManager.fork_from_template = True`` (the default), the kernel is not
 started but forked from a warm kernel template that has imported torch, matplotlib, ipykernel
 and the course library once per grading process (tinygpt_course.grading.template): the same
 sandbox is started, with a placeholder in it, and the fork joins it before it runs anything.
 That saves the 1.3 s of CPU a kernel start and ``import torch`` cost every notebook. A kernel
-command other than the Python kernel's, or a template that cannot start, gets a cold start.
+command other than the Python kernel's, or a template that cannot start, gets a cold start: the
+placeholder becomes the kernel.
 """
-import glob
 import os
 import shutil
 import sys
 import tempfile
+from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool
 
 from .sandbox import Sandbox, sandbox_env
-from .template import TemplateUnavailable, start_forked
+from .template import TemplateUnavailable, start_forked, start_sandbox
+
+INSIDE = "/tmp/kernel"      # in the sandbox: the kernel's connection file and IPC sockets
+WORK = "/tmp/work"          # in the sandbox: the kernel's folder
 
 
 def _is_python_kernel(cmd):
@@ -43,8 +51,8 @@ class SandboxedKernelManager(AsyncKernelManager):
         "the fork enters the same sandbox a started kernel gets. False: start every kernel afresh, "
         "as stock nbgrader does.")).tag(config=True)
 
-    _run_dir = None
-    _forked = None          # the ForkedKernel, whose sandbox goes at cleanup
+    _run_dir = None         # the grader's own folder for the connection file (never in a sandbox)
+    _box = None             # the template.Sandboxed the kernel runs in, which goes at cleanup
     _join_sandbox = True    # tests/test_kernelfork.py switches it off to show the join is the defence
 
     @property
@@ -57,36 +65,42 @@ class SandboxedKernelManager(AsyncKernelManager):
         self.sandbox.require()
         if self.sandbox.enabled:
             self._run_dir = tempfile.mkdtemp(prefix="tinygpt-kernel-")
-            os.chmod(self._run_dir, 0o700)
             self.transport = "ipc"
             self.connection_file = os.path.join(self._run_dir, "kernel.json")
-            self.ip = os.path.join(self._run_dir, "ipc")
+            self.ip = f"{INSIDE}/ipc"             # as the kernel sees it
         return await super()._async_pre_start_kernel(**kw)
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
-        if self.sandbox.enabled:
-            cwd = os.path.realpath(kw.get("cwd") or os.getcwd())
-            hidden = sorted(glob.glob(os.path.join(glob.escape(cwd), "*.ipynb")))
-            passed = {k: v for k, v in (kw.get("env") or {}).items() if k == "NBGRADER_EXECUTION"}
-            kw["env"] = sandbox_env(passed)     # as stock nbgrader, the kernel sees NBGRADER_EXECUTION
-            if self.fork_from_template and _is_python_kernel(kernel_cmd):
+        if not self.sandbox.enabled:
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+        cwd = os.path.realpath(kw.get("cwd") or os.getcwd())
+        who = "/".join(Path(cwd).parts[-2:])        # autograded/<student>/<assignment>
+        passed = {k: v for k, v in (kw.get("env") or {}).items() if k == "NBGRADER_EXECUTION"}
+        # as stock nbgrader, the kernel sees NBGRADER_EXECUTION; its parent is the sandbox's PID 1
+        # (ipykernel then watches no parent and prints no banner)
+        env = sandbox_env({**passed, "JPY_PARENT_PID": "1"})
+        inner = f"{INSIDE}/kernel.json"
+        kernel_cmd = [inner if a == self.connection_file else a for a in kernel_cmd]
+        with open(self.connection_file) as f:
+            files = {inner: f.read()}
+        box = start_sandbox(self.sandbox, WORK, files, self.log, who, argv=kernel_cmd, env=env)
+        try:
+            if not (self.fork_from_template and _is_python_kernel(kernel_cmd)):
+                box.go()
+            else:
                 try:
-                    kernel = start_forked(self.sandbox, kernel_cmd[3:], kw["env"], cwd,
-                                          writable=[cwd, self._run_dir], hidden=hidden, join=self._join_sandbox)
+                    start_forked(self.sandbox, box, kernel_cmd[3:], env, WORK, join=self._join_sandbox)
                 except TemplateUnavailable as exc:
                     self.log.warning("%s: starting the kernel instead", exc)
-                else:
-                    self._adopt(kernel, cwd)
-                    return
-            kernel_cmd = self.sandbox.wrap(kernel_cmd, writable=[cwd, self._run_dir], hidden=hidden, chdir=cwd)
-        await super()._async_launch_kernel(kernel_cmd, **kw)
-
-    def _adopt(self, kernel, cwd):
-        """Hand a forked kernel to the provisioner where it keeps the Popen it launches."""
+                    box.go()
+        except BaseException:
+            box.close()
+            raise
         p = self.provisioner
-        p.process, p.pid, p.pgid, p.cwd = kernel, kernel.pid, None, cwd
-        self._forked = kernel
+        p.process, p.pid, p.pgid, p.cwd = box, box.pid, None, cwd
+        self._box = box
         self._reconcile_connection_info(p.connection_info)
+        self.ip = f"/proc/{box.ns_pid}/root{INSIDE}/ipc"     # the same sockets, from here
 
     async def _async_interrupt_kernel(self):
         # the kernel is in its own session and PID namespace: a signal to bwrap's process group
@@ -98,11 +112,14 @@ class SandboxedKernelManager(AsyncKernelManager):
     interrupt_kernel = _async_interrupt_kernel      # jupyter_client binds the base one by name
 
     async def _async_cleanup_resources(self, restart=False):
+        if self._box is not None:
+            self._box.close()              # the sandbox goes, with whatever learner code left in it
+            self._box = None
+        if self._run_dir:
+            # jupyter_client removes the connection file and "<ip>-<port>": only ever in our own folder
+            self.ip = os.path.join(self._run_dir, "ipc")
         await super()._async_cleanup_resources(restart=restart)
-        if self._forked is not None:
-            self._forked.close()           # the sandbox goes, with whatever learner code left in it
-            self._forked = None
-        if self._run_dir and not restart:
+        if self._run_dir:
             shutil.rmtree(self._run_dir, ignore_errors=True)
             self._run_dir = None
 

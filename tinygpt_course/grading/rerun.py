@@ -10,6 +10,7 @@ learner code runs only over there. Records come back as bytes and are loaded wit
 ``torch.load(weights_only=True)``: plain tensors and containers, nothing that could run code here.
 """
 import io
+import logging
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from .sandbox import sandbox_env
 from .template import TemplateUnavailable, _matplotlib_cache, start_sandbox
 
 READY_TIMEOUT = 180
+LOG = logging.getLogger("tinygpt_course.rerun")     # what a job's sandbox writes to its output
 
 
 @dataclass(frozen=True)
@@ -63,34 +65,33 @@ class RerunServer:
             raise ServerGone(f"the re-run server: {exc}") from None
 
     def sandbox_for(self, sandbox):
-        """(placeholder, pid of its PID 1) of the sandbox the next job runs in: a fresh one, or
-        (defence off) the one kept for every job."""
+        """The sandbox (tinygpt_course.grading.template.Sandboxed) the next job runs in: a fresh
+        one, or (defence off) the one kept for every job; None unsandboxed."""
         if not sandbox.enabled:
-            return None, None
+            return None
         if self.fresh:
-            return start_sandbox(sandbox, writable=[], hidden=[], chdir="/tmp")
-        if self.kept is None or self.kept[0].poll() is not None:
-            self.kept = start_sandbox(sandbox, writable=[], hidden=[], chdir="/tmp")
+            return start_sandbox(sandbox, "/tmp", None, LOG, "a re-run")
+        if self.kept is None or self.kept.placeholder.poll() is not None:
+            self.kept = start_sandbox(sandbox, "/tmp", None, LOG, "a re-run")
         return self.kept
 
     def run(self, sandbox, job):
-        placeholder, ns_pid = self.sandbox_for(sandbox)
+        box = self.sandbox_for(sandbox)
         try:
             # unsandboxed (an opt-out), memory and CPU are still capped, as they were
             limits = {k: v for k, v in sandbox.rlimits().items() if sandbox.enabled or k != "nproc"}
-            wire.write(self.proc.stdin, {**job, "ns_pid": ns_pid, "limits": limits})
+            wire.write(self.proc.stdin, {**job, "ns_pid": box.ns_pid if box else None, "limits": limits,
+                                         "uid": sandbox.uid})
             return self._read(job["timeout"] + 60)
         except (BrokenPipeError, OSError) as exc:
             raise ServerGone(f"the re-run server ended ({exc})") from None
         finally:
-            if placeholder is not None and self.fresh:      # the job's sandbox goes, all of it
-                placeholder.kill()
-                placeholder.wait()
+            if box is not None and self.fresh:      # the job's sandbox goes, all of it
+                box.close()
 
     def close(self):
         if self.kept is not None:
-            self.kept[0].kill()
-            self.kept[0].wait()
+            self.kept.close()
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()

@@ -5,23 +5,34 @@ Inside, as the learner's code sees it:
 - the system (/usr, /etc) and the Python installation are there read-only; so is the course
   library's own folder (learners have it installed anyway);
 - the course root, /root and /home are not there at all: no source/, no gradebook, no other
-  learner's work. Only the folders a run is given (``writable``) can be written;
+  learner's work. No host folder is writable (``writable`` exists for callers that want one;
+  nothing of the course's passes it): learner code writes only the sandbox's own /tmp and
+  /dev/shm, tmpfs of a fixed size (nosuid, nodev), gone with the sandbox; /dev is read-only;
 - /tmp, /dev and /proc are its own; it has no network (not even loopback to the host);
 - it runs as uid ``Sandbox.uid`` (65534, nobody) in new user, PID, IPC, UTS and cgroup
-  namespaces: it sees no other process, and when the run's first process ends, or the grader
-  that started it dies (``--die-with-parent``), every process inside is killed;
-- memory (address space), CPU time and the number of processes are capped with rlimits set
-  before bwrap starts, so they hold for every process inside.
+  namespaces, and, with a root grader, as that uid outside too (launch.py drops to it before
+  bubblewrap starts): nothing it starts or writes belongs to root, and RLIMIT_NPROC applies. It
+  sees no other process, cannot make user namespaces, and when the run's first process ends, or
+  the grader that started it dies (``--die-with-parent``), every process inside is killed;
+- memory (address space), CPU time, file size and the number of processes are capped with
+  rlimits set before bwrap starts, so they hold for every process inside; where the grader can
+  make cgroups (root), each sandbox has a memory cgroup (files in its tmpfs and shared memory
+  count) and a pids cgroup of its own.
+
+A grader that is not root cannot give learner code another uid than its own: grading refuses
+then (the message names the fix), unless ``c.Sandbox.allow_grader_uid`` accepts it.
 
 Where bubblewrap cannot start (not installed, user namespaces switched off, a locked-down
 container), grading refuses with a message naming the fix, unless the teacher opts out with
 ``c.Sandbox.enabled = False``; then every run warns that learner code runs unconfined.
 """
-import functools
+import atexit
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 import warnings
 
 from traitlets import Bool, Integer, List, Unicode
@@ -32,6 +43,14 @@ class SandboxUnavailable(RuntimeError):
     """bubblewrap cannot run here; the message says how to fix it."""
 
 
+STAGE = next((p for p in ("/mnt", "/srv", "/media", "/opt") if os.path.isdir(p)), "/mnt")   # launch.py
+LAUNCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py")
+GRADER_UID = ("learner code would run as your own uid {uid} outside the sandbox. Give your account "
+              "subordinate ids (as root: `usermod --add-subuids 100000-165535 --add-subgids 100000-165535 "
+              "<you>`, and `apt-get install uidmap` for newuidmap): learner code then runs as the first of "
+              "them; or grade as root (learner code then runs as c.Sandbox.uid = {sandbox_uid}); or accept "
+              "your own uid with c.Sandbox.allow_grader_uid = True in nbgrader_config.py (README 'The "
+              "grading sandbox').")
 FIX = ("Install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`) and allow unprivileged user "
        "namespaces (sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0; in a "
        "container or Kubernetes pod: a seccomp/AppArmor profile that allows unshare and mount, see "
@@ -71,7 +90,11 @@ class Sandbox(LoggingConfigurable):
         "False is an explicit opt-out: learner code then runs with the grader's powers, and every "
         "run logs a warning.")).tag(config=True)
     bwrap = Unicode("bwrap", help="The bubblewrap command (a name on PATH or a path).").tag(config=True)
-    uid = Integer(65534, help="The uid (and gid) learner code runs as inside the sandbox.").tag(config=True)
+    uid = Integer(65534, help=(
+        "The uid (and gid) learner code runs as, inside the sandbox and, with a root grader, outside it "
+        "too: a root grader becomes this uid (no supplementary groups) before bubblewrap starts, so "
+        "nothing learner code starts or writes belongs to root. Never the grader's or a teacher's "
+        "uid.")).tag(config=True)
     memory_limit_mb = Integer(6144, help=(
         "Address-space cap of every process in the sandbox, in MB (0: none). Runaway memory ends "
         "in a MemoryError inside the sandbox, not in the machine's out-of-memory killer.")).tag(config=True)
@@ -79,8 +102,26 @@ class Sandbox(LoggingConfigurable):
         "CPU seconds each process in the sandbox may use (0: none); the wall-clock limits are "
         "RobustExecute.timeout per cell and IndependentChecks.timeout.")).tag(config=True)
     max_processes = Integer(512, help=(
-        "Processes and threads the grading user may have while sandboxed code runs (RLIMIT_NPROC; "
-        "the kernel does not apply it to root, so a root grader is not capped; 0: none).")).tag(config=True)
+        "Processes and threads of the sandbox's uid (RLIMIT_NPROC, counted over every process of that "
+        "uid on the machine; a root grader's sandbox runs as `uid`, so it applies there too) and, "
+        "where there is a pids cgroup, of each sandbox on its own (0: none).")).tag(config=True)
+    file_size_limit_mb = Integer(256, help=(
+        "The largest file a process in the sandbox may write, in MB (RLIMIT_FSIZE; 0: none).")).tag(config=True)
+    tmp_size_mb = Integer(512, help=(
+        "Size of the sandbox's /tmp (its home, the kernel's folder and connection file), a tmpfs that "
+        "goes with the sandbox, in MB. Counted by the sandbox's memory cgroup where there is one, "
+        "on top of memory_limit_mb where not.")).tag(config=True)
+    shm_size_mb = Integer(64, help="Size of the sandbox's /dev/shm (a tmpfs), in MB.").tag(config=True)
+    use_cgroup = Bool(True, help=(
+        "Give each sandbox a memory and a pids cgroup of its own (memory_limit_mb and max_processes "
+        "for all its processes together, files and shared memory counted) where the grader can make "
+        "one (a root grader on cgroup v1, or v2 with the controllers delegated). Where it cannot, "
+        "the rlimits and the tmpfs sizes are the caps.")).tag(config=True)
+    allow_grader_uid = Bool(False, help=(
+        "A grader that is not root cannot drop learner code to another uid: its sandbox's processes "
+        "and files then belong to the grader's own uid outside. Grading refuses that unless this is "
+        "True (an explicit opt-out, warned at every run); README 'The grading sandbox' says what a "
+        "teacher account needs.")).tag(config=True)
     read_only_paths = List(Unicode(), help=(
         "Extra folders learner code may read (the system, the Python installation and the course "
         "library are always there).")).tag(config=True)
@@ -95,43 +136,87 @@ class Sandbox(LoggingConfigurable):
     def require(self):
         """Raise SandboxUnavailable (with the fix) unless the sandbox works or is switched off."""
         if self.enabled:
-            problem = _probe(shutil.which(self.bwrap) or self.bwrap)
+            if self.outside_uid() == os.geteuid():
+                msg = GRADER_UID.format(uid=os.geteuid(), sandbox_uid=self.uid)
+                if not self.allow_grader_uid:
+                    raise SandboxUnavailable(f"the grading sandbox refuses to start: {msg}")
+                self.log.warning("c.Sandbox.allow_grader_uid: %s", msg)
+            problem = _probe(self)
             if problem:
                 raise SandboxUnavailable(f"the grading sandbox cannot start: {problem}. {FIX}")
         else:
             self.warn_if_off()
 
     def rlimits(self):
-        """The caps as {"as": bytes, "cpu": seconds, "nproc": count}, those that are set."""
-        caps = {"as": self.memory_limit_mb * 2 ** 20, "cpu": self.cpu_limit_s, "nproc": self.max_processes}
+        """The caps as {"as": bytes, "cpu": seconds, "nproc": count, "fsize": bytes}, those set."""
+        caps = {"as": self.memory_limit_mb * 2 ** 20, "cpu": self.cpu_limit_s, "nproc": self.max_processes,
+                "fsize": self.file_size_limit_mb * 2 ** 20}
         return {k: v for k, v in caps.items() if v}
 
-    def limits(self):
-        """prlimit arguments for the caps."""
-        args = [f"--{name}={value}" for name, value in self.rlimits().items()]
-        return ["prlimit", *args, "--"] if args else []
+    def outside_uid(self):
+        """The uid the sandbox's processes and files have outside it: ``uid`` for a root grader
+        (it becomes it before bubblewrap starts), the first of a grader's subordinate uids
+        (/etc/subuid, with newuidmap), else the grader's own, which only ``allow_grader_uid``
+        accepts (:meth:`require` refuses it otherwise)."""
+        if os.geteuid() == 0:
+            return self.uid
+        ids = subordinate_ids()
+        return ids[0] if ids else os.geteuid()
 
-    def wrap(self, argv, writable=(), hidden=(), chdir=None, bwrap_args=()):
+    def _drop_to(self):
+        """The uid a root grader becomes before bubblewrap starts (None: not root, it cannot)."""
+        return self.uid if os.geteuid() == 0 else None
+
+    def _subordinate(self):
+        """[uid, gid, outer uid, outer gid] for launch.py, for a grader with subordinate ids."""
+        ids = subordinate_ids() if os.geteuid() != 0 else None
+        return [self.uid, self.uid, *ids] if ids else None
+
+    def wrap(self, argv, writable=(), hidden=(), chdir=None, bwrap_args=(), files=None):
         """The command that runs argv in the sandbox. `writable` folders are bound read-write at
-        the same path; `hidden` files are replaced by empty read-only ones; `bwrap_args` are
-        extra bubblewrap options (e.g. --info-fd)."""
+        the same path (nothing of the course's uses it: learner code writes only the sandbox's
+        own size-capped tmpfs); `hidden` files are replaced by empty read-only ones; `files`
+        ({path: text}) are copied in before anything runs; `bwrap_args` are extra bubblewrap
+        options (e.g. --info-fd). The command starts with :mod:`launch` (cgroups, rlimits, the
+        uid drop, the folders opened for bubblewrap), which then becomes bubblewrap."""
         if not self.enabled:
             return list(argv)
-        cmd = self.limits() + [shutil.which(self.bwrap) or self.bwrap,
-                               "--unshare-all", "--die-with-parent", "--new-session",
-                               "--uid", str(self.uid), "--gid", str(self.uid),
-                               "--cap-drop", "ALL", "--hostname", "sandbox", *bwrap_args]
-        # the private /tmp first: what is bound after it (a venv or a course under /tmp) stays
-        cmd += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+        cmd = [shutil.which(self.bwrap) or self.bwrap,
+               "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+               "--uid", str(self.uid), "--gid", str(self.uid),
+               "--cap-drop", "ALL", "--hostname", "sandbox", *bwrap_args]
+        # every tmpfs has a size (nosuid,nodev, as bubblewrap mounts them); /dev is read-only
+        # but for its own /dev/shm; what is bound after /tmp (a venv under /tmp) stays
+        cmd += ["--size", str(self.tmp_size_mb * 2 ** 20), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
+                "--size", str(self.shm_size_mb * 2 ** 20), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
         cmd += _system_binds()
-        for path in python_paths() + list(self.read_only_paths):
-            cmd += ["--ro-bind", path, path]
-        for path in writable:
-            cmd += ["--bind", path, path]
+        shown = python_paths() + list(self.read_only_paths)
+        staged = self._drop_to() is not None        # a root grader: bubblewrap binds from launch.py's stage
+        for i, path in enumerate(shown):
+            cmd += ["--ro-bind", f"{STAGE}/{i}" if staged else path, path]
+        for i, path in enumerate(writable, len(shown)):
+            cmd += ["--bind", f"{STAGE}/{i}" if staged else path, path]
         for path in hidden:
             cmd += ["--ro-bind", "/dev/null", path]
-        cmd += ["--chdir", chdir or (writable[0] if writable else "/tmp"), "--unsetenv", "JPY_PARENT_PID"]
-        return cmd + ["--"] + list(argv)
+        for i, path in enumerate(files or {}):
+            # the folder open to others: a grader that is not root reaches a socket there (the kernel's)
+            cmd += ["--perms", "0755", "--dir", os.path.dirname(path), "--perms", "0600", "--file", f"{{fd:{i}}}", path]
+        if chdir and chdir.startswith("/tmp/"):
+            cmd += ["--dir", chdir]
+        cmd += ["--remount-ro", "/"]            # bubblewrap's root is a tmpfs too, of no size
+        cmd += ["--chdir", chdir or (writable[0] if writable else "/tmp"), "--setenv", "JPY_PARENT_PID", "1"]
+        spec = {"argv": cmd + ["--"] + list(argv), "files": list((files or {}).values()),
+                "limits": self.rlimits(), "cgroups": self.cgroup.procs() if self.cgroup else [],
+                "uid": self._drop_to(), "subordinate": self._subordinate(), "stage": shown + list(writable) if staged else [], "stage_dir": STAGE}
+        return [sys.executable, "-I", "-S", LAUNCH, json.dumps(spec)]
+
+    @property
+    def cgroup(self):
+        """This process's :class:`Cgroups` maker, or None where none can be made (a grader that
+        is not root, or use_cgroup False): then the tmpfs sizes bound what files hold."""
+        if not self.use_cgroup or os.geteuid() != 0:
+            return None
+        return Cgroups.get(self.memory_limit_mb * 2 ** 20, self.max_processes)
 
 
 def sandbox_env(extra=None):
@@ -147,17 +232,153 @@ def sandbox_env(extra=None):
     return env
 
 
-@functools.lru_cache(maxsize=None)
-def _probe(bwrap):
-    """None if bwrap can start a sandbox here, else what went wrong (cached per process)."""
+def subordinate_ids():
+    """(first subordinate uid, first subordinate gid) of the grader's account where it has both
+    and newuidmap/newgidmap are installed, else None."""
+    import pwd
+    if not (shutil.which("newuidmap") and shutil.which("newgidmap")):
+        return None
+    try:
+        names = {pwd.getpwuid(os.geteuid()).pw_name, str(os.geteuid())}
+    except KeyError:
+        names = {str(os.geteuid())}
+    found = []
+    for table in ("/etc/subuid", "/etc/subgid"):
+        try:
+            rows = [ln.strip().split(":") for ln in open(table) if ln.count(":") == 2]
+        except OSError:
+            return None
+        first = next((int(start) for name, start, count in rows if name in names and int(count) > 0), None)
+        if first is None:
+            return None
+        found.append(first)
+    return tuple(found)
+
+
+class Cgroups:
+    """A memory and a pids cgroup per sandbox, below the grader's own (cgroup v1: the memory and
+    pids hierarchies; v2: where the grader's cgroup delegates both controllers to its children).
+    Memory counts every page the sandbox's processes hold, tmpfs files and shared memory
+    included; the sandbox's processes are counted apart from other sandboxes'. A cgroup is
+    removed once empty (its sandbox gone), at the next sandbox or at exit."""
+
+    _made = {}
+    _n = 0
+
+    def __init__(self, memory, pids):
+        self.memory, self.pids, self.mine = memory, pids, []
+        self.roots = self._roots()
+
+    @classmethod
+    def get(cls, memory, pids):
+        key = (os.getpid(), memory, pids)
+        if key not in cls._made:
+            cls._made[key] = cls(memory, pids)
+            atexit.register(cls._made[key].sweep, wait=2)
+        made = cls._made[key]
+        return made if made.roots else None
+
+    @staticmethod
+    def _roots():
+        """{controller: the grader's own cgroup folder} where children can be made, else {}."""
+        try:
+            lines = [ln.split(":", 2) for ln in open("/proc/self/cgroup").read().splitlines()]
+        except OSError:
+            return {}
+        v1 = {c: path for _, cs, path in lines for c in cs.split(",") if c in ("memory", "pids")}
+        if len(v1) == 2:
+            roots = {c: f"/sys/fs/cgroup/{c}{v1[c]}" for c in v1}
+        else:
+            v2 = next((path for n, cs, path in lines if n == "0" and cs == ""), None)
+            base = f"/sys/fs/cgroup{v2}" if v2 is not None else ""
+            try:
+                delegated = open(os.path.join(base, "cgroup.subtree_control")).read().split()
+            except OSError:
+                return {}
+            if not {"memory", "pids"} <= set(delegated):
+                return {}
+            roots = {"unified": base}
+        return roots if all(os.access(r, os.W_OK) for r in roots.values()) else {}
+
+    def procs(self):
+        """Make the next sandbox's cgroups; the cgroup.procs files its first process joins."""
+        if not Cgroups._n:
+            self.sweep_dead()
+        self.sweep()
+        Cgroups._n += 1
+        name = f"tinygpt-sandbox-{os.getpid()}-{Cgroups._n}"
+        made = []
+        for controller, root in self.roots.items():
+            path = os.path.join(root, name)
+            os.mkdir(path)
+            self.mine.append(path)
+            settings = ([("memory.max", self.memory), ("memory.swap.max", 0), ("pids.max", self.pids or "max")]
+                        if controller == "unified" else
+                        [("memory.limit_in_bytes", self.memory), ("memory.memsw.limit_in_bytes", self.memory)]
+                        if controller == "memory" else [("pids.max", self.pids or "max")])
+            for knob, value in settings:
+                if os.path.exists(os.path.join(path, knob)):
+                    with open(os.path.join(path, knob), "w") as f:
+                        f.write(str(value))
+            made.append(os.path.join(path, "cgroup.procs"))
+        return made
+
+    def sweep(self, wait=0):
+        """Remove this process's cgroups whose sandbox has ended (rmdir fails on a busy one);
+        at exit, wait up to `wait` seconds for the last ones to empty."""
+        deadline = time.monotonic() + wait
+        while self.mine:
+            self._sweep_once()
+            if not self.mine or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+
+    def sweep_dead(self):
+        """Remove the empty cgroups of graders that have ended without removing theirs (a killed
+        grader, a class-grading worker leaving with os._exit, a re-run server outliving atexit)."""
+        for root in self.roots.values():
+            for name in os.listdir(root):
+                parts = name.split("-")
+                if name.startswith("tinygpt-sandbox-") and len(parts) == 4 and parts[2].isdigit() \
+                        and not os.path.exists(f"/proc/{parts[2]}"):
+                    try:
+                        os.rmdir(os.path.join(root, name))
+                    except OSError:
+                        pass        # not empty: a sandbox of it still runs
+
+    def _sweep_once(self):
+        for path in list(self.mine):
+            try:
+                os.rmdir(path)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue
+            self.mine.remove(path)
+
+
+_probed = {}
+
+
+def _probe(sandbox):
+    """None if the sandbox starts here and runs this Python, else what went wrong (cached per
+    process and setting)."""
+    bwrap = shutil.which(sandbox.bwrap) or sandbox.bwrap
+    key = (os.getpid(), bwrap, sandbox.uid, tuple(sandbox.read_only_paths))
+    if key in _probed:
+        return _probed[key]
     if not (os.path.isfile(bwrap) and os.access(bwrap, os.X_OK)):
         return f"{bwrap!r} not found"
     try:
-        proc = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--uid", "65534",
-                               *_system_binds(), "--proc", "/proc", "--", "/bin/true"],
-                              capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(sandbox.wrap([sys.executable, "-I", "-c", "import tinygpt_course"]),
+                              capture_output=True, text=True, timeout=60, env=sandbox_env())
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap did not run ({exc})"
+    problem = None
     if proc.returncode != 0:
-        return f"bubblewrap failed: {proc.stderr.strip()[:300] or f'exit {proc.returncode}'}"
-    return None
+        problem = (f"bubblewrap failed: {proc.stderr.strip()[-300:] or f'exit {proc.returncode}'} (every folder "
+                   f"it shows, the Python installation, the course library and c.Sandbox.read_only_paths, "
+                   f"must be readable by uid {sandbox.outside_uid()}: a venv from /usr/bin/python3 and a "
+                   f"course outside a private folder such as /root)")
+    _probed[key] = problem
+    return problem

@@ -13,13 +13,20 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from .. import wire
 from .sandbox import sandbox_env
 
 READY_TIMEOUT = 180
-PLACEHOLDER = ["/bin/sh", "-c", "echo ready; exec cat"]     # PID 2 of the sandbox until stdin closes
+# PID 2 of the sandbox: says "ready" once the sandbox is complete, then waits for a line on its
+# stdin: "go" runs the arguments after it (a cold start's kernel); a forked kernel's sandbox gets
+# none, and goes when the grader closes that pipe
+# The kernel's sockets are made with umask 0: a grader that is not root connects to them from
+# outside the sandbox's uid (nothing else can reach the sandbox's /tmp)
+PLACEHOLDER = ["/bin/sh", "-c", 'echo ready; read go || exit 0; umask 000; exec "$@"', "sandbox"]
+LINE_CAP, LOG_CAP = 500, 256 * 1024      # characters of one logged line, bytes logged per kernel
 
 
 class TemplateUnavailable(RuntimeError):
@@ -103,22 +110,77 @@ def share(ctx):
     _shared.lock = ctx.Lock()
 
 
-class ForkedKernel:
-    """What jupyter_client needs of a kernel's Popen, for a kernel that is not our child: it is
-    watched through a pidfd, and its exit status is not seen (0 once it has ended)."""
+def _printable(text):
+    """A kernel's line as the log shows it: control characters (\\r, escapes) spelled out."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+class KernelOutput(threading.Thread):
+    """Reads what a sandbox's processes write to their stdout and stderr (one pipe, never the
+    grader's own stderr) and logs it, each line marked with whose kernel it came from and
+    capped: LINE_CAP characters a line, LOG_CAP bytes in all (the rest is read and dropped)."""
+
+    def __init__(self, stream, log, who):
+        super().__init__(daemon=True, name=f"kernel output of {who}")
+        self.stream, self.log, self.who, self.logged, self.dropped = stream, log, who, 0, 0
+        self.start()
+
+    def run(self):
+        for raw in iter(lambda: self.stream.readline(65536), b""):
+            if self.logged >= LOG_CAP:
+                self.dropped += len(raw)
+                continue
+            self.logged += len(raw)
+            line = _printable(raw.decode(errors="replace").rstrip("\n"))
+            if len(line) > LINE_CAP:
+                line = line[:LINE_CAP] + f"... ({len(line) - LINE_CAP} more characters)"
+            self.log.warning("[kernel of %s] %s", self.who, line)
+        if self.dropped:
+            self.log.warning("[kernel of %s] ... %d more bytes of output not logged", self.who, self.dropped)
+
+
+class Sandboxed:
+    """A sandbox (bubblewrap, with the placeholder in it) where jupyter_client keeps a kernel's
+    Popen: the kernel is the placeholder itself after :meth:`go` (a cold start), or a process
+    forked into the sandbox (:meth:`adopt`), watched through a pidfd, whose exit status is not
+    seen (0 once it has ended). :meth:`close` removes the sandbox: its PID 1 goes, and every
+    process in it with it."""
 
     stdin = stdout = stderr = None
 
-    def __init__(self, pid, placeholder):
-        self.pid, self.placeholder, self.returncode = pid, placeholder, None
-        self.pidfd = os.pidfd_open(pid)
+    def __init__(self, placeholder, ns_pid, output, output_w):
+        self.placeholder, self.ns_pid, self.output = placeholder, ns_pid, output
+        self.output_w = output_w        # the output pipe's write end, for the kernel template's fork
+        self.pid, self.returncode, self.pidfd = placeholder.pid, None, None
+
+    def go(self):
+        self.placeholder.stdin.write(b"go\n")
+        self.placeholder.stdin.flush()
+        self.release()
+        return self
+
+    def adopt(self, pid):
+        self.pid, self.pidfd = pid, os.pidfd_open(pid)
+        self.release()
+        return self
+
+    def release(self):
+        """Close our copy of the output pipe's write end: the pipe ends with the sandbox."""
+        if self.output_w is not None:
+            os.close(self.output_w)
+            self.output_w = None
 
     def poll(self):
-        if self.returncode is None and select.select([self.pidfd], [], [], 0)[0]:
+        if self.pidfd is None:
+            self.returncode = self.placeholder.poll()
+        elif self.returncode is None and select.select([self.pidfd], [], [], 0)[0]:
             self.returncode = 0
         return self.returncode
 
     def wait(self, timeout=None):
+        if self.pidfd is None:
+            self.returncode = self.placeholder.wait(timeout)
+            return self.returncode
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.poll() is None:
             if deadline is not None and time.monotonic() > deadline:
@@ -127,7 +189,9 @@ class ForkedKernel:
         return self.returncode
 
     def send_signal(self, signum):
-        if self.poll() is None:
+        if self.pidfd is None:
+            self.placeholder.send_signal(signum)
+        elif self.poll() is None:
             signal.pidfd_send_signal(self.pidfd, signum)
 
     def kill(self):
@@ -137,23 +201,29 @@ class ForkedKernel:
         self.send_signal(signal.SIGTERM)
 
     def close(self):
-        """Remove the sandbox: its PID 1 goes, and every process in it with it."""
+        self.release()
         if self.placeholder.poll() is None:
             self.placeholder.kill()
         self.placeholder.wait()
+        self.output.join(timeout=10)    # the pipe ends with the sandbox's last process: all logged
+        for f in (self.placeholder.stdin, self.placeholder.stdout):
+            f.close()
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
 
 
-def start_sandbox(sandbox, writable, hidden, chdir, timeout=30):
-    """Start the sandbox with a placeholder in it; return (Popen, host pid of its PID 1)."""
+def start_sandbox(sandbox, chdir, files, log, who, argv=(), env=None, timeout=30):
+    """Start a sandbox with the placeholder in it (followed by `argv`, which `go` runs);
+    return it as :class:`Sandboxed`, its output logged by a :class:`KernelOutput`."""
     info_r, info_w = os.pipe()
-    argv = sandbox.wrap(PLACEHOLDER, writable=writable, hidden=hidden, chdir=chdir,
-                        bwrap_args=["--info-fd", str(info_w)])
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            pass_fds=[info_w], env=sandbox_env(), start_new_session=True)
+    out_r, out_w = os.pipe()            # the sandbox's stdout and stderr
+    cmd = sandbox.wrap(PLACEHOLDER + list(argv), chdir=chdir, files=files,
+                       bwrap_args=["--info-fd", str(info_w)])
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out_w, stderr=out_w,
+                            pass_fds=[info_w], env=env or sandbox_env(), start_new_session=True)
     os.close(info_w)
+    proc.stdout = os.fdopen(out_r, "rb")
     try:
         deadline, info = time.monotonic() + timeout, b""
         while True:                     # bubblewrap writes {"child-pid": N, ...} when it has cloned
@@ -175,22 +245,18 @@ def start_sandbox(sandbox, writable, hidden, chdir, timeout=30):
     except BaseException:
         proc.kill()
         proc.wait()
+        os.close(out_w)
         raise
     finally:
         os.close(info_r)
-    return proc, ns_pid
+    return Sandboxed(proc, ns_pid, KernelOutput(proc.stdout, log, who), out_w)
 
 
-def start_forked(sandbox, argv, env, cwd, writable, hidden, join=True):
-    """A kernel forked from the template into a fresh sandbox; `argv` are ipykernel's arguments.
-    join=False leaves the fork outside the sandbox: only for the test that shows what it stops."""
-    placeholder, ns_pid = start_sandbox(sandbox, writable, hidden, cwd)
-    try:
-        pid = template().fork({"ns_pid": ns_pid, "argv": list(argv), "env": env, "cwd": cwd,
-                               "limits": sandbox.rlimits(), "join": join,
-                               "grader_pid": os.getpid()})
-        return ForkedKernel(pid, placeholder)
-    except BaseException:
-        placeholder.kill()
-        placeholder.wait()
-        raise
+def start_forked(sandbox, box, argv, env, cwd, join=True):
+    """A kernel forked from the template into the sandbox `box` (from :func:`start_sandbox`);
+    `argv` are ipykernel's arguments. join=False leaves the fork outside the sandbox: only for
+    the test that shows what it stops."""
+    pid = template().fork({"ns_pid": box.ns_pid, "argv": list(argv), "env": env, "cwd": cwd,
+                           "limits": sandbox.rlimits(), "join": join, "uid": sandbox.uid,
+                           "grader_pid": os.getpid(), "output_fd": box.output_w})
+    return box.adopt(pid)

@@ -45,7 +45,8 @@ CLONE = {"user": 0x10000000, "mnt": 0x00020000, "net": 0x40000000, "ipc": 0x0800
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 NS_GET_PARENT = 0xB702                                        # _IO(0xb7, 0x2)
-LIMITS = {"as": resource.RLIMIT_AS, "cpu": resource.RLIMIT_CPU, "nproc": resource.RLIMIT_NPROC}
+LIMITS = {"as": resource.RLIMIT_AS, "cpu": resource.RLIMIT_CPU, "nproc": resource.RLIMIT_NPROC,
+          "fsize": resource.RLIMIT_FSIZE}
 libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -111,8 +112,17 @@ def user_namespaces(fd, ours):
     return chain
 
 
-def join_sandbox(ns_pid):
-    """Enter every namespace of the sandbox whose PID 1 is `ns_pid` (PID: for our children).
+def become(uid):
+    """Take the sandbox's uid and gid, inside its user namespace and so outside too: joining a
+    namespace changes no credential, and a root grader's fork would still be uid 0 outside
+    (it only looks like the sandbox's uid inside, as an unmapped uid does)."""
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+def join_sandbox(ns_pid, uid=65534):
+    """Enter every namespace of the sandbox whose PID 1 is `ns_pid` (PID: for our children),
+    then take its uid `uid` (c.Sandbox.uid; the default is its default).
     Each namespace is joined as soon as we may: a root grader may join them all from outside; an
     unprivileged one first enters the user namespace that owns them, then the sandbox's own."""
     fds = {name: os.open(f"/proc/{ns_pid}/ns/{name}", os.O_RDONLY) for name in CLONE}
@@ -130,6 +140,7 @@ def join_sandbox(ns_pid):
         raise OSError(f"could not join the sandbox's {', '.join(left)} namespaces")
     for fd in fds.values():
         os.close(fd)
+    become(uid)
     drop_capabilities()
 
 
@@ -143,7 +154,7 @@ def run_kernel(job):
             resource.setrlimit(LIMITS[name], (value, value))
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
-        err = job.get("stderr_fd", 2)       # the grader's stderr, as a started kernel has it
+        err = job["output_fd"]              # the sandbox's output pipe, which the grader reads and logs
         os.dup2(err, 1)
         os.dup2(err, 2)
         os.closerange(3, 1 << 16)
@@ -159,6 +170,7 @@ def run_kernel(job):
         sys.argv = [os.path.join(os.path.dirname(importlib.import_module("ipykernel").__file__),
                                  os.pardir, "ipykernel_launcher.py"), *job["argv"]]
         app = IPKernelApp.instance()
+        os.umask(0)             # as a cold kernel's: sockets a grader that is not root can connect to
         app.initialize(job["argv"])
         # modules imported before the shell existed register with it now, as at a first import
         widgets = sys.modules.get("ipywidgets")
@@ -174,17 +186,42 @@ def run_kernel(job):
         os._exit(code)
 
 
+def outside_view(job):
+    """For the test that shows what joining stops (join False): the kernel stays outside the
+    sandbox, with its sockets in a folder of the template's; the sandbox's socket paths, which
+    the grader connects to, become links to them (made as the sandbox's uid: a file of an
+    unmapped uid cannot be made in the sandbox's /tmp)."""
+    import tempfile
+    root = f"/proc/{job['ns_pid']}/root"
+    i = job["argv"].index("-f") + 1
+    with open(root + job["argv"][i]) as f:
+        info = json.load(f)
+    inside, here = info["ip"], tempfile.mkdtemp(prefix="tinygpt-unjoined-")
+    info["ip"] = os.path.join(here, "ipc")
+    job["argv"][i] = os.path.join(here, "kernel.json")
+    with open(job["argv"][i], "w") as f:
+        json.dump(info, f)
+    libc.setfsgid(job["uid"])
+    libc.setfsuid(job["uid"])
+    for key in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"):
+        os.symlink(f"{info['ip']}-{info[key]}", f"{root}{inside}-{info[key]}")
+    libc.setfsuid(os.getuid())
+    libc.setfsgid(os.getgid())
+    job["cwd"] = here
+
+
 def keeper(job, report):
     """Between the template and the kernel: joins the sandbox, forks the kernel, reports its pid,
     waits for it. Never returns."""
     try:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        try:        # the grader's stderr (this process's own may be another grader's)
-            job["stderr_fd"] = os.open(f"/proc/{job['grader_pid']}/fd/2", os.O_WRONLY | os.O_APPEND)
-        except (KeyError, OSError):
-            pass
+        # the kernel's stdout and stderr: the pipe the sandbox's own output goes to, which the
+        # grader holds open for us until we reply; never the grader's or this process's stderr
+        job["output_fd"] = os.open(f"/proc/{job['grader_pid']}/fd/{job['output_fd']}", os.O_WRONLY)
         if job.get("join", True):
-            join_sandbox(job["ns_pid"])
+            join_sandbox(job["ns_pid"], job["uid"])
+        else:
+            outside_view(job)
         pid = os.fork()
         if pid == 0:
             os.close(report)

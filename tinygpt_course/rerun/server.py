@@ -69,6 +69,9 @@ def runner(job, folder):
     try:
         os.setsid()
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # a process like any other to the learner's code (taking the sandbox's uid made it not
+        # dumpable): its memory holds only this job; the worker above it stays undumpable
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         for name, value in job.get("limits", {}).items():
             resource.setrlimit(LIMITS[name], (value, value))
         log = os.open(os.path.join(folder, "output.txt"), os.O_WRONLY | os.O_CREAT, 0o600)
@@ -147,7 +150,7 @@ def read_regular(path, limit, tail=False):
 def run_job(job, joined=None):
     """Run one job in its sandbox (joined here unless `joined` already is it); (header, payload)."""
     if job.get("ns_pid") and job["ns_pid"] != joined:
-        JOIN(job["ns_pid"])
+        JOIN(job["ns_pid"], job.get("uid", 65534))
     folder = tempfile.mkdtemp(prefix="job-", dir="/tmp")
     pid = os.fork()
     if pid == 0:

@@ -1,0 +1,119 @@
+"""The first step of every sandbox: run by the grader as ``python -I -S launch.py SPEC``, it
+prepares what bubblewrap cannot do for itself, then becomes bubblewrap (exec).
+
+SPEC (JSON, made by :meth:`tinygpt_course.grading.sandbox.Sandbox.wrap`):
+
+- ``cgroups``: ``cgroup.procs`` files this process joins first (a memory and a pids cgroup of
+  the sandbox's own, where the grader may make them), so that everything inside counts there;
+- ``limits``: rlimits ({"as": bytes, "cpu": s, "nproc": n, "fsize": bytes}), set here so they
+  hold for bubblewrap and every process inside;
+- ``stage``: host folders bubblewrap is to show, for a root grader: bubblewrap runs as the
+  sandbox's uid, which may not enter the folders above them (a clone in /root, a pytest folder);
+  so in a mount namespace of this process's own, each is bound on ``STAGE/<i>`` (a fresh tmpfs),
+  where bubblewrap takes it from. Nothing of it is seen outside this process and its children;
+- ``files``: {path in the sandbox: text}, copied in by bubblewrap (``--file``) from a memfd;
+- ``uid``: the uid (and gid) to become before bubblewrap starts, when the grader is root: the
+  sandbox's processes and files then belong to it outside, not to root; supplementary groups
+  are dropped;
+- ``subordinate``: [uid, gid, outer uid, outer gid] for a grader that is not root but has
+  subordinate ids (/etc/subuid, /etc/subgid): this process makes a user namespace where uid
+  maps to outer uid (newuidmap/newgidmap, from the uidmap package), drops its groups and
+  becomes uid there; bubblewrap, started by it, nests its own namespaces inside. Outside, the
+  sandbox's processes and files then belong to the subordinate uid, never the grader's;
+- ``argv``: bubblewrap's command line, where ``{fd:N}`` stands for the N-th file's memfd.
+
+Standard library only, and nothing imported from the course: it runs before any site-packages.
+"""
+import ctypes
+import json
+import os
+import resource
+import subprocess
+import sys
+
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def check(ret, what):
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+LIMITS = {"as": resource.RLIMIT_AS, "cpu": resource.RLIMIT_CPU, "nproc": resource.RLIMIT_NPROC,
+          "fsize": resource.RLIMIT_FSIZE}
+
+
+def stage(paths, where):
+    """Bind each of `paths` on where/<i>, in a mount namespace of our own."""
+    check(libc.unshare(CLONE_NEWNS), "unshare")
+    check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    check(libc.mount(b"tmpfs", where.encode(), b"tmpfs", 0, b"size=1m,mode=0755"), f"mount tmpfs {where}")
+    for i, path in enumerate(paths):
+        os.mkdir(os.path.join(where, str(i)))
+        check(libc.mount(path.encode(), os.path.join(where, str(i)).encode(), None, MS_BIND | MS_REC, None),
+              f"bind {path}")
+
+
+def subordinate(uid, gid, outer_uid, outer_gid):
+    """Become uid in a new user namespace where it is outer_uid outside (see the module doc)."""
+    r, w = os.pipe()
+    me = os.getpid()
+    helper = os.fork()
+    if helper == 0:         # newuidmap writes the map of a namespace it is not in: ours, once made
+        os.close(w)
+        ok = os.read(r, 1) == b"1" and all(
+            subprocess.run([tool, str(me), str(inner), str(outer), "1"]).returncode == 0
+            for tool, inner, outer in (("newuidmap", uid, outer_uid), ("newgidmap", gid, outer_gid)))
+        os._exit(0 if ok else 1)
+    os.close(r)
+    try:
+        check(libc.unshare(CLONE_NEWUSER), "unshare(CLONE_NEWUSER)")
+    finally:
+        os.write(w, b"1")
+        os.close(w)
+        _, status = os.waitpid(helper, 0)
+    if status != 0:
+        raise OSError(f"newuidmap/newgidmap could not map uid {uid} to {outer_uid} (see /etc/subuid, /etc/subgid)")
+    try:
+        os.setgroups([])
+    except PermissionError:
+        pass                # setgroups denied in this namespace: the groups are unmapped here anyway
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+
+
+def main(spec):
+    for procs in spec.get("cgroups", ()):
+        with open(procs, "w") as f:
+            f.write(str(os.getpid()))
+    if spec.get("stage"):
+        stage(spec["stage"], spec["stage_dir"])
+    fds = []
+    for text in spec.get("files", ()):
+        fd = os.memfd_create("sandbox-file")
+        os.write(fd, text.encode())
+        os.lseek(fd, 0, os.SEEK_SET)
+        fds.append(fd)
+    for fd in fds:
+        os.set_inheritable(fd, True)
+    for name, value in spec.get("limits", {}).items():
+        resource.setrlimit(LIMITS[name], (value, value))
+    if spec.get("subordinate"):
+        subordinate(*spec["subordinate"])
+    uid = spec.get("uid")
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    argv = [str(fds[int(a[4:-1])]) if a.startswith("{fd:") and a.endswith("}") else a for a in spec["argv"]]
+    os.execvp(argv[0], argv)
+
+
+if __name__ == "__main__":
+    try:
+        main(json.loads(sys.argv[1]))
+    except OSError as exc:
+        print(f"the grading sandbox could not be prepared: {exc}", file=sys.stderr)
+        sys.exit(127)
