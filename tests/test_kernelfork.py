@@ -237,7 +237,7 @@ for fork in (True, False):
     except SandboxUnavailable as exc:
         out[str(fork)] = {"refused": str(exc)}
         continue
-    out[str(fork)] = {"inside": nb.cells[0].outputs[0]["text"], "outside": status["Uid"].split()}
+    out[str(fork)] = {"inside": "".join(o.get("text", "") for o in nb.cells[0].outputs), "outside": status["Uid"].split()}
 print(json.dumps(out))
 '''
 SUBUID = 2_000_000_000
