@@ -165,6 +165,18 @@ class LearnerCgroup:
         return killed
 
 
+def remove_empty_parents(users=()):
+    """The users' cgroups (killed) and then tinygpt-learners/ itself where nobody is left in it
+    (for clean-up after tests; the hub keeps the parent)."""
+    for user in users:
+        LearnerCgroup(user).kill()
+    for d in LearnerCgroup("-").dirs.values():
+        try:
+            os.rmdir(os.path.dirname(d))
+        except OSError:
+            pass
+
+
 def remove_shm(user, shm="/dev/shm"):
     """Remove every file and folder in shm that belongs to user (not following symlinks); returns
     what was removed."""

@@ -877,6 +877,8 @@ def test_classroom_on_jupyterhub():
             attempt(f"removing {name}", hh.remove_user, name)
         if users:
             attempt(f"removing group {GROUP}", hh.remove_group, GROUP)
+            attempt(f"removing group {TEACHERS_GROUP}", hh.remove_group, TEACHERS_GROUP)
+            attempt("removing the users' cgroups", hh.remove_cgroups, [TEACHER, STUDENT1, STUDENT2])
         t3 = time.time()
         shutil.rmtree(base, ignore_errors=True)
         print(f"hub test clean-up: browser and hub {t2 - t1:.0f}s, users {t3 - t2:.0f}s, "

@@ -19,6 +19,12 @@ lc = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(lc)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or lc.version() is None, reason="needs root and cgroups")
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    yield
+    lc.remove_empty_parents(["tgcgtest"])
 USER = "nobody"
 # a parent that starts a setsid'd sleeper and prints its pid, then exits
 SPAWN = ("import subprocess, sys; p = subprocess.Popen(['sleep', '4243'], start_new_session=True,"

@@ -193,6 +193,17 @@ def add_group(group: str, ours: set[str]) -> None:
     subprocess.run(["groupadd", group], check=True)
 
 
+def remove_cgroups(users) -> None:
+    """The learners' cgroups the hub made for these users (hub/learner_cgroup.py), and its parent
+    folder where it is empty: a hub stopped without stopping the servers leaves them."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("tinygpt_hub_learner_cgroup", REPO / "hub" / "learner_cgroup.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if module.version() is not None:
+        module.remove_empty_parents(users)
+
+
 def remove_group(group: str) -> None:
     try:
         if grp.getgrnam(group).gr_mem:
