@@ -5,6 +5,10 @@
 #   bash course.sh test   set up everything the tests need, then run the whole test suite
 #                         (and the lessons' number tests again on torch's default CPU kernels)
 #   bash course.sh setup  only set up .venv (add "test" for the test tools)
+#   TINYGPT_VENV=/opt/tinygpt-venv bash course.sh setup hub
+#                         the venv of a classroom hub's users (hub/README.md): the course library
+#                         installed, NOT editable (nothing in it points back into this checkout,
+#                         which holds the solutions), with jupyterhub
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -39,7 +43,7 @@ torch_index_args() {
     fi
 }
 
-setup_venv() {  # $1: pip extras, e.g. "" or "[test]"
+setup_venv() {  # $1: pip extras, e.g. "" or "[test]"; $2: "copy" installs a copy, not editable
     if [ ! -x "$VENV/bin/python" ]; then
         echo "== creating $VENV"
         "$(python_for_venv)" -m venv "$VENV"
@@ -47,9 +51,31 @@ setup_venv() {  # $1: pip extras, e.g. "" or "[test]"
     echo "== installing the course library and its pinned dependencies"
     local index
     index=$(torch_index_args)
-    # shellcheck disable=SC2086  # $index: one option or nothing
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check $index -e ".$1" 2>&1 \
-        | grep -v "is neither a file nor a directory" || true
+    if [ "${2:-}" = copy ]; then
+        # the library alone, copied out of the checkout (pip would build inside it otherwise) and
+        # installed as a plain package: the hub's students read the venv, never the checkout
+        local src
+        src=$(mktemp -d)
+        cp pyproject.toml README.md "$src/"
+        cp -R tinygpt_course "$src/"
+        find "$src" \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
+        # shellcheck disable=SC2086  # $index: one option or nothing
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check $index "$src$1" 2>&1 \
+            | grep -v "is neither a file nor a directory" || true
+        # the same version again after a `git pull`: replace the installed copy with this one
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$src" 2>&1 \
+            | grep -v "is neither a file nor a directory" || true
+        rm -rf "$src"
+        chmod -R a+rX "$VENV"
+        # -I: not the checkout's tinygpt_course (python -c would put this folder first on sys.path)
+        "$VENV/bin/python" -I -c 'import sys, tinygpt_course
+assert tinygpt_course.__file__.startswith(sys.prefix), f"tinygpt_course from {tinygpt_course.__file__}, not the venv"
+print("== the course library installed in", sys.prefix, "(not editable)")'
+    else
+        # shellcheck disable=SC2086  # $index: one option or nothing
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check $index -e ".$1" 2>&1 \
+            | grep -v "is neither a file nor a directory" || true
+    fi
     "$VENV/bin/python" -c 'import torch, nbgrader, tinygpt_course; assert torch.__version__.startswith("2.13.0"), torch.__version__'
     "$VENV/bin/python" -c '
 import torch
@@ -74,6 +100,7 @@ setup_system() {  # what the tests need from outside PyPI (run as root, e.g. in 
     [ -x /usr/bin/bwrap ] || missing+=(bubblewrap)            # the grading sandbox
     command -v prlimit >/dev/null || missing+=(util-linux)    # its caps
     command -v newuidmap >/dev/null || missing+=(uidmap)      # its subordinate uid, for a grader that is not root
+    command -v systemd-analyze >/dev/null || missing+=(systemd)   # checks hub/systemd/ (verify only)
     # npm only where it is missing: where Node.js comes from NodeSource, npm is part of it and
     # Debian's npm package conflicts with it
     command -v npm >/dev/null || missing+=(npm)
@@ -101,7 +128,7 @@ run_lab() {  # $1: student or teacher; then JupyterLab's own options
 
 case "${1:-lab}" in
     setup)
-        setup_venv "${2:+[$2]}" ;;
+        if [ "${2:-}" = hub ]; then setup_venv "[hub]" copy; else setup_venv "${2:+[$2]}"; fi ;;
     lab)      # learners: nbgrader's teacher extensions off (Assignment List and Validate stay)
         shift || true
         setup_venv ""

@@ -21,6 +21,7 @@ from nbgrader.preprocessors import (  # noqa: E402
 
 from tinygpt_course.grading.execute import RobustExecute  # noqa: E402
 from tinygpt_course.grading.feedback import ExplainChecks  # noqa: E402
+from tinygpt_course.grading.hiddentests import RestoreHiddenTests  # noqa: E402
 from tinygpt_course.grading.independent import IndependentChecks, PrepareChecks, RecordFlags  # noqa: E402
 from tinygpt_course.grading.owner import CheckOwner  # noqa: E402
 from tinygpt_course.grading.repair import (  # noqa: E402
@@ -28,10 +29,12 @@ from tinygpt_course.grading.repair import (  # noqa: E402
 from tinygpt_course.grading.sanitize_outputs import SanitizeOutputs  # noqa: E402
 
 # Sanitizing as nbgrader does it, after an ownership check (a submission whose files belong to
-# another Unix user is not graded), plus two repairs: duplicated or deleted cells lose nothing.
+# another Unix user is not graded), plus two repairs: duplicated or deleted cells lose nothing;
+# and a released test cell, unchanged, gets its hidden tests back before OverwriteCells compares
+# checksums (nbgrader would report every hidden-test cell as changed; any real change still is).
 c.Autograde.sanitize_preprocessors = [CheckOwner, ClearOutput, DeduplicateIds, ForgetDuplicates(),
-                                      RestoreDeletedCells(), OverwriteKernelspec, OverwriteCells,
-                                      CheckCellMetadata]
+                                      RestoreDeletedCells(), OverwriteKernelspec, RestoreHiddenTests,
+                                      OverwriteCells, CheckCellMetadata]
 
 # nbgrader's autograde pipeline with steps swapped in or added: PrepareChecks first (reads
 # source/ and runs the solution before any learner code runs), RobustExecute for Execute (the

@@ -16,7 +16,7 @@ or a symlink) is moved aside to <root>/.squatted-<course id>-uid<owner>-<random>
 made. The teacher's own folder is left as it is (their released assignments stay).
 
 hub/jupyterhub_config.py calls `prepare` at every hub start (one machine). On Kubernetes the
-one-time Job hub/z2jh/exchange-setup.yaml runs this file on the shared volume (hub/README.md):
+one-time Job hub/z2jh/exchange.yaml runs this file on the shared volume (hub/README.md):
 nothing runs as root at spawn.
 """
 import argparse

@@ -17,17 +17,23 @@ walks through the set-up:
     TINYGPT_HUB_STATE      hub database, cookie secret and the per-role Jupyter config [/srv/jupyterhub]
     TINYGPT_HUB_BIND_URL   where learners connect [http://:8000]
     TINYGPT_HUB_API_URL    the hub's internal API [http://127.0.0.1:8081]
-    TINYGPT_PROXY_API_URL  configurable-http-proxy's API [http://127.0.0.1:8001]
+    TINYGPT_PROXY_API_URL  configurable-http-proxy's API [http://127.0.0.1:8001]; the proxy runs on its
+                           own (python3 hub/proxy.py, or hub/systemd/tinygpt-proxy.service), so a hub
+                           restart keeps the learners' servers and their connections
     TINYGPT_HUB_AUTH       pam (Unix passwords) or dummy (one shared password, for trials only) [pam]
     TINYGPT_HUB_DUMMY_PASSWORD  the shared password for dummy
     TINYGPT_HUB_ADMINS     hub admins (may stop others' servers), comma-separated [none]; the teacher
                            needs not be one
 
     TINYGPT_COURSE_SOURCE  the course's nbgrader_config.py and source/, copied into a teacher's
-                           ~/<course dir> at their server's first start; teachers must be able
-                           to read it [this repo]
-    TINYGPT_LEARNER_MEMORY_MB  memory cap of each process of a student's server (the server, each
-                           kernel, each terminal): RLIMIT_DATA, 0 = none [2048]
+                           ~/<course dir> at their server's first start; teachers, and nobody
+                           else, must be able to read it (it holds every solution) [this repo]
+    TINYGPT_LEARNER_MEMORY_MB  memory cap of a student's whole server, all its kernels, terminals and
+                           their children together (the learner's cgroup), and of each process in it
+                           (RLIMIT_DATA: one allocation past it fails with MemoryError), 0 = none [2048]
+    TINYGPT_LEARNER_MAX_PROCESSES  processes and threads of one user's server, together [1024]
+    TINYGPT_LEARNER_CGROUP auto: each user's server in a cgroup of its own (hub/learner_cgroup.py; v1
+                           or v2), killed whole at stop, /dev/shm cleaned; off: none [auto]
 
 Roles (hub/roles.py): each user's server gets JUPYTER_CONFIG_PATH=<state>/jupyter/<role>:<state>/jupyter/common.
 common: nbgrader's course id and exchange, JupyterLab's news pop-up off, terminals that keep the
@@ -37,6 +43,7 @@ nbgrader_config.py loaded, framing relaxed to frame-ancestors 'self' for the for
 Hiding the formgrader is convenience, not security: what keeps students out of the teacher's files
 and each other's work is Unix permissions (homes 0700, the exchange, see hub/README.md).
 """
+import asyncio
 import importlib.util
 import os
 import pwd
@@ -58,7 +65,8 @@ def _module(name):
     return module
 
 
-roles, exchange_setup = _module("roles"), _module("exchange_setup")
+roles, exchange_setup, proxy = _module("roles"), _module("exchange_setup"), _module("proxy")
+learner_cgroup = _module("learner_cgroup")
 
 
 def _names(var, default=""):
@@ -76,6 +84,8 @@ VENV = os.environ.get("TINYGPT_VENV", sys.prefix)
 STATE = os.environ.get("TINYGPT_HUB_STATE", "/srv/jupyterhub")
 AUTH = os.environ.get("TINYGPT_HUB_AUTH", "pam")
 LEARNER_MEMORY_MB = int(os.environ.get("TINYGPT_LEARNER_MEMORY_MB", "2048"))
+LEARNER_PROCESSES = int(os.environ.get("TINYGPT_LEARNER_MAX_PROCESSES", "1024"))
+UNITS = os.environ.get("TINYGPT_LEARNER_CGROUP", "auto")     # auto | off
 ROLE_DIR = os.path.join(STATE, "jupyter")
 DB = os.path.join(STATE, "jupyterhub.sqlite")
 COOKIE_SECRET = os.path.join(STATE, "jupyterhub_cookie_secret")
@@ -112,7 +122,7 @@ def _prepare_exchange():
 
 if os.path.realpath(VENV).startswith("/tmp/"):
     print(f"[tinygpt hub] warning: the course venv {VENV} is under /tmp: the grading sandbox mounts its "
-          "own /tmp and will not find its Python; put the venv elsewhere (/opt/tinygpt-course/venv)",
+          "own /tmp and will not find its Python; put the venv elsewhere (/opt/tinygpt-venv)",
           file=sys.stderr)
 
 if os.geteuid() == 0:  # the real hub; `jupyterhub --generate-config`-style dry reads skip this
@@ -123,11 +133,16 @@ if os.geteuid() == 0:  # the real hub; `jupyterhub --generate-config`-style dry 
 c.JupyterHub.bind_url = os.environ.get("TINYGPT_HUB_BIND_URL", "http://:8000")
 c.JupyterHub.hub_bind_url = os.environ.get("TINYGPT_HUB_API_URL", "http://127.0.0.1:8081")
 c.ConfigurableHTTPProxy.api_url = os.environ.get("TINYGPT_PROXY_API_URL", "http://127.0.0.1:8001")
-c.ConfigurableHTTPProxy.command = [os.environ.get("TINYGPT_CHP", "configurable-http-proxy")]
-c.ConfigurableHTTPProxy.pid_file = os.path.join(STATE, "jupyterhub-proxy.pid")
 c.JupyterHub.db_url = "sqlite:///" + DB
 c.JupyterHub.cookie_secret_file = COOKIE_SECRET
-c.JupyterHub.cleanup_servers = True
+# Restarts keep the learners' servers: the proxy runs on its own (hub/proxy.py; systemd:
+# hub/systemd/tinygpt-proxy.service) and keeps routing browsers to their servers while the hub is
+# away, the hub leaves the servers running when it stops and finds them again when it starts
+# (their pids and ports are in its database).
+c.ConfigurableHTTPProxy.should_start = False
+c.JupyterHub.cleanup_servers = False
+if os.geteuid() == 0:
+    c.ConfigurableHTTPProxy.auth_token = proxy.auth_token(STATE)   # shared with the proxy, 0600
 
 # --- who may log in ------------------------------------------------------------------------------
 if AUTH == "dummy":
@@ -144,22 +159,53 @@ c.Authenticator.admin_users = set(_names("TINYGPT_HUB_ADMINS"))
 
 # --- each user's server --------------------------------------------------------------------------
 class CappedSpawner(LocalProcessSpawner):
-    """A local process per user; a student's server, and so every kernel and terminal it starts,
-    gets a memory cap: RLIMIT_DATA (heap and private memory of each process), set before the
-    server drops to the user, so they cannot raise it. Past it an allocation fails: Python raises
-    MemoryError (torch: "DefaultCPUAllocator: can't allocate memory") in the learner's cell, and
-    the kernel and the server keep running. The cap is per process, not per learner (that needs
-    cgroups: systemdspawner where systemd runs; on Kubernetes the pod's memory limit)."""
+    """A local process per user, and a learner's server is one unit (hub/learner_cgroup.py): the
+    server goes into the user's own cgroup before it drops to the user, so every kernel, terminal
+    and child it starts (setsid'd and nohup'd ones too) is in it. A student's cgroup caps the memory
+    of all of them together (past it the kernel's OOM killer ends the largest process in that
+    cgroup, usually the kernel that allocated: JupyterLab says the kernel died); each process also
+    gets RLIMIT_DATA at the same cap, so one allocation past it fails with MemoryError in the cell
+    (torch: "DefaultCPUAllocator: can't allocate memory") and the kernel lives on. Stopping the
+    server (Stop My Server, an admin's stop, the culler) kills everything in the cgroup and removes
+    the user's /dev/shm files. Teachers get the unit without the memory cap (grading runs several
+    processes; the grading sandbox caps each run)."""
+
+    def cgroup(self):
+        if UNITS == "off" or learner_cgroup.version() is None:
+            return None
+        student = role_of(self.user.name) == "student"
+        return learner_cgroup.LearnerCgroup(self.user.name, LEARNER_MEMORY_MB * 2 ** 20 if student else 0,
+                                            LEARNER_PROCESSES if student else 0)
+
+    async def start(self):
+        self._cgroup = self.cgroup()
+        if self._cgroup is not None:
+            await asyncio.to_thread(self._cgroup.create)   # and kills what an earlier server left
+        return await super().start()
 
     def make_preexec_fn(self, name):
         become_user = super().make_preexec_fn(name)
         limit = LEARNER_MEMORY_MB * 2 ** 20 if role_of(name) == "student" else 0
+        cgroup = getattr(self, "_cgroup", None)
 
         def preexec():
+            if cgroup is not None:
+                cgroup.enter()
             if limit:
                 resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
             become_user()
         return preexec
+
+    async def stop(self, now=False):
+        await super().stop(now=now)
+        cgroup = self.cgroup()
+        if cgroup is not None:
+            killed = await asyncio.to_thread(cgroup.kill)
+            if killed:
+                self.log.info("%s's server stopped: %d more processes of theirs killed", self.user.name, len(killed))
+        removed = await asyncio.to_thread(learner_cgroup.remove_shm, self.user.name)
+        if removed:
+            self.log.info("%s's server stopped: %d files of theirs removed from /dev/shm", self.user.name, len(removed))
 
 
 c.JupyterHub.spawner_class = CappedSpawner

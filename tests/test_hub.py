@@ -1,23 +1,34 @@
-"""The classroom, live: JupyterHub (hub/jupyterhub_config.py) + configurable-http-proxy + nbgrader's
-filesystem exchange, with a teacher and two students as real local Unix users (one uid each: the
-same exchange and permissions hub/z2jh/values.yaml sets up on Kubernetes).
+"""The classroom, live: JupyterHub (hub/jupyterhub_config.py) + configurable-http-proxy (its own
+process, hub/proxy.py) + nbgrader's filesystem exchange, with a teacher and two students as real
+local Unix users (one uid each: the same exchange and permissions hub/z2jh/values.yaml sets up on
+Kubernetes), installed as hub/README.md says: the users' venv by `course.sh setup hub` (the course
+library not editable), the hub's checkout readable by the teachers' group alone.
 
 Before the hub starts, student 2 squats the course's exchange folder; the hub must take it back
 for the teacher. The hub's database and cookie secret must be 0600. The teacher logs in (their
-course folder is copied in at their server's start, as on Kubernetes), and in a Jupyter terminal
-(a login shell would lose the course environment) generates and releases `multihead`. Student 1, in
-a real browser: no formgrader; a terminal finds `nbgrader`; their server, kernel and terminal have
-the memory cap, and an allocation past it fails with MemoryError; they fetch, answer, validate and
-submit. Student 2, on the command line, submits a wrong answer, then tries to list, read, delete
-and overwrite what is not theirs in the exchange (refused), and submits a spoof in student 1's
-name after student 1's real submission; the teacher collects, collects again with --update (the
-spoof is refused: student 1's own submission is kept and graded), autogrades, releases feedback and
-exports; the formgrader counts the submissions; the students fetch their feedback.
+course folder is copied in from the checkout at their server's start, as on Kubernetes), and in a
+Jupyter terminal (a login shell would lose the course environment) generates and releases
+`multihead`. tinygpt-roster makes student 1 from a class list (password, group, private home,
+gradebook record with their name). Nothing a student can read holds a solution line. Student 1,
+in a real browser: no formgrader; a terminal finds `nbgrader`; their server, kernel and terminal
+have the memory cap, and an allocation past it fails with MemoryError; they fetch, answer and run
+the lesson; the hub restarts mid-lesson and their server, kernel (a variable) and notebook stay;
+they validate and submit. Student 2, on the command line, submits a wrong answer, then tries to
+list, read, delete and overwrite what is not theirs in the exchange (refused), and submits a spoof
+in student 1's name after student 1's real submission; the teacher collects, collects again with
+--update (the spoof is refused: student 1's own submission is kept and graded), autogrades (no
+"checksum has changed" warning), autogrades once more through the formgrader (the teacher's memory
+then), releases feedback and exports (student 1's name in it); the formgrader counts the
+submissions; the students fetch their feedback. Both students are refused every file of source/,
+tests/catalogue/ and docs/ by every path they could know. Last, student 1's server as a unit: three
+children asking twice the cap together do not get it; setsid, nohup and /dev/shm do not survive
+Stop My Server.
 
-Needs root, useradd/runuser, configurable-http-proxy, /usr/bin/chromium and /usr/bin/python3 with
-venv (`bash course.sh test` installs them as root). Skipped without them, except when CI is set.
-Screenshots: screenshots/hub-*.png; hub log and grades: tests/artifacts/hub*. Takes 3-4 minutes
-when the test venv is readable by every user, 1.5-2.5 more when it must make one (hub/README.md).
+Needs root, useradd/runuser, configurable-http-proxy, /usr/bin/chromium, /usr/bin/python3 with
+venv and cgroups (`bash course.sh test` installs what it can as root). Skipped without them,
+except when CI is set. Screenshots: screenshots/hub-*.png; hub log and grades: tests/artifacts/hub*.
+Takes 7-10 minutes on a busy 2-core machine, 2-5 more to make the users' venv
+(TINYGPT_HUB_TEST_VENV=/path reuses one made by `course.sh setup hub`).
 """
 import csv
 import json
@@ -25,6 +36,7 @@ import os
 import pwd
 import re
 import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -39,7 +51,9 @@ REPO = hh.REPO
 SHOTS = REPO / "screenshots"
 TEACHER, STUDENT1, STUDENT2 = "tgteacher", "tgstudent1", "tgstudent2"
 GROUP = "tgstudents"     # the hub lets the group's members in as students
+TEACHERS_GROUP = "tgteachers"   # who may read the hub's checkout (source/, the catalogue, the guide)
 ASSIGNMENT, COURSE_ID, COURSE_DIR = "multihead", "tinygpt", "tinygpt"
+FIRST, LAST, EMAIL = "Ada", "Lovelace", "ada@example.org"     # student 1 on the class list
 MEMORY_MB = 1536         # the students' cap in this test (TINYGPT_LEARNER_MEMORY_MB): the lesson fits
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -156,6 +170,50 @@ def _terminal(page, hub, user, command, timeout=120):
     return r["out"]
 
 
+# Code run in the kernel of the learner's open notebook, from the page: its session, then the
+# kernel's websocket (Jupyter's JSON messages), as JupyterLab's notebook does.
+_KERNEL_JS = """
+async ([base, path, code, timeoutMs]) => {
+  const m = document.cookie.match(/(?:^|; )_xsrf=([^;]*)/);
+  const headers = {'X-XSRFToken': m ? decodeURIComponent(m[1]) : ''};
+  const r = await fetch(base + 'api/sessions', {headers});
+  if (!r.ok) return {out: 'GET api/sessions answered ' + r.status, done: false};
+  const s = (await r.json()).find(x => x.path.endsWith(path));
+  if (!s) return {out: 'no session for ' + path, done: false};
+  const kid = s.kernel.id, msgId = 'tg-' + Math.random();
+  const ws = new WebSocket(base.replace(/^http/, 'ws') + 'api/kernels/' + kid + '/channels?session_id=tg-' + Date.now());
+  let out = '';
+  const done = await new Promise(resolve => {
+    const timer = setTimeout(() => resolve(false), timeoutMs);
+    ws.onopen = () => ws.send(JSON.stringify({
+      header: {msg_id: msgId, msg_type: 'execute_request', username: '', session: 'tg', version: '5.3',
+               date: new Date().toISOString()},
+      parent_header: {}, metadata: {}, channel: 'shell', buffers: [],
+      content: {code, silent: false, store_history: false, user_expressions: {}, allow_stdin: false,
+                stop_on_error: true}}));
+    ws.onmessage = ev => {
+      if (typeof ev.data !== 'string') return;
+      const msg = JSON.parse(ev.data);
+      if (!msg.parent_header || msg.parent_header.msg_id !== msgId) return;
+      if (msg.msg_type === 'stream') out += msg.content.text;
+      if (msg.msg_type === 'error') out += msg.content.ename + ': ' + msg.content.evalue;
+      if (msg.msg_type === 'status' && msg.content.execution_state === 'idle') { clearTimeout(timer); resolve(true); }
+    };
+    ws.onerror = () => { clearTimeout(timer); resolve(false); };
+  });
+  ws.close();
+  return {kernel: kid, out, done};
+}
+"""
+
+
+def _in_kernel(page, hub, user, notebook, code, timeout=120):
+    """Run code in the kernel of user's open notebook; returns (kernel id, what it printed)."""
+    r = page.evaluate(_KERNEL_JS, [f"{hub.url}/user/{user}/", notebook, code, timeout * 1000])
+    assert r["done"], f"{user}'s kernel did not run `{code}` in {timeout}s: {r['out'][-2000:]}"
+    return r["kernel"], r["out"]
+
+
 def _terminal_rc(out):
     return int(re.findall(r"TG_RC=(\d+)", out)[-1])
 
@@ -180,18 +238,92 @@ def _pids(user, needle):
     return out
 
 
-def _learner_memory(user):
-    """PSS and USS (private) of all of user's processes (server, kernels, terminals), MiB."""
-    pss = uss = 0
+def _memory(user):
+    """PSS, USS (private) and anonymous memory of user's processes, MiB, by kind: the single-user
+    server, kernels (ipykernel, the grading template and its forks), everything else (terminals,
+    nbgrader, the grading sandbox's re-runs), and in all. Anonymous memory (heap, tensors) is what
+    each further learner adds once the libraries' pages are shared; USS also counts library pages
+    that no other process maps yet."""
+    parts = {"server": [0, 0, 0], "kernels": [0, 0, 0], "other": [0, 0, 0]}
     for pid in hh.pids_of_uid(pwd.getpwnam(user).pw_uid):
         try:
             text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
         kb = {k: int(v) for k, v in re.findall(r"^(\w+):\s+(\d+) kB", text, re.M)}
-        pss += kb.get("Pss", 0)
-        uss += kb.get("Private_Clean", 0) + kb.get("Private_Dirty", 0)
-    return pss / 1024, uss / 1024
+        kind = "server" if b"jupyterhub-singleuser" in cmd else \
+            "kernels" if (b"ipykernel" in cmd or b"kernelfork" in cmd) else "other"
+        parts[kind][0] += kb.get("Pss", 0) / 1024
+        parts[kind][1] += (kb.get("Private_Clean", 0) + kb.get("Private_Dirty", 0)) / 1024
+        parts[kind][2] += kb.get("Anonymous", 0) / 1024
+    parts["all"] = [sum(v[i] for v in parts.values()) for i in range(3)]
+    return parts
+
+
+def _learner_memory(user):
+    """PSS, USS and anonymous memory of all of user's processes (server, kernels, terminals), MiB."""
+    return tuple(_memory(user)["all"])
+
+
+def _show(parts):
+    return ", ".join(f"{k} PSS {v[0]:.0f} USS {v[1]:.0f} anon {v[2]:.0f}" for k, v in parts.items())
+
+
+def _cgroup_of(pid, controller="memory"):
+    """The cgroup path of a process in a v1 controller's hierarchy (or v2's, controller '')."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, names, path = line.split(":", 2)
+        if (controller in names.split(",")) if controller else names == "":
+            return path
+    return None
+
+
+def _cgroup_dir(pid):
+    """The folder of a process's memory cgroup (v1) or its cgroup (v2)."""
+    if Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        return Path("/sys/fs/cgroup") / _cgroup_of(pid, "").lstrip("/")
+    return Path("/sys/fs/cgroup/memory") / _cgroup_of(pid).lstrip("/")
+
+
+# Three children of 1 GiB each (each under the per-process RLIMIT_DATA, together twice the
+# learner's cap), every page written; each says when it holds its GiB, then waits.
+_GREEDY = r"""
+import os, signal, sys, time
+kids = []
+for i in range(3):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        block = b'x' * (1 << 30)
+        os.write(w, b'held')
+        time.sleep(3600)
+        os._exit(0)
+    os.close(w)
+    kids.append((pid, r))
+held = killed = 0
+for pid, r in kids:
+    if os.read(r, 4) == b'held':
+        held += 1
+for pid, r in kids:
+    try:
+        got, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        continue
+    if got and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+        killed += 1
+alive = []
+for pid, r in kids:
+    try:
+        os.kill(pid, 0)
+        alive.append(pid)
+    except ProcessLookupError:
+        pass
+print('TG_GREEDY', 'alive', len(alive), 'killed', killed, 'said-held', held)
+for pid in alive:
+    os.kill(pid, signal.SIGKILL)
+"""
 
 
 def _disabled_extensions(page):
@@ -226,12 +358,19 @@ def test_classroom_on_jupyterhub():
     try:
         venv = hh.make_course_venv(base, artifacts / "hub-pip.log")
         t_venv = time.time() - t0
-        course_src = hh.course_source_copy(base)    # what the teacher's server start copies in
+        assert not hh.editable_traces(venv), f"the users' venv leads back to a checkout: {hh.editable_traces(venv)}"
         passwords = {}
         users.append(GROUP)
         hh.add_group(GROUP, {TEACHER, STUDENT1, STUDENT2})
+        hh.add_group(TEACHERS_GROUP, {TEACHER})
+        # the hub's checkout (hub/README.md's /opt/tinygpt-course): the teachers' group reads it, nobody
+        # else; the hub runs its config from there, and the teacher's course folder is seeded from it
+        checkout = hh.make_checkout(base, TEACHERS_GROUP)
         # student 2 works on the command line only: left out of the group, the hub must refuse them
-        for name, groups in ((TEACHER, ()), (STUDENT1, (GROUP,)), (STUDENT2, ())):
+        # (student 1 comes from the class list, tinygpt-roster, after the teacher's first log-in)
+        users.append(STUDENT1)
+        hh.remove_user(STUDENT1)
+        for name, groups in ((TEACHER, (TEACHERS_GROUP,)), (STUDENT2, ())):
             users.append(name)
             passwords[name] = hh.add_user(name, groups)
         env1, env2 = {}, {}
@@ -246,7 +385,7 @@ def test_classroom_on_jupyterhub():
         assert (exchange / COURSE_ID).stat().st_uid == hh.uid(STUDENT2)
 
         hub = hh.Hub(venv, base / "state", exchange, [TEACHER], GROUP, artifacts / "hub.log",
-                     course_source=course_src, memory_mb=MEMORY_MB)
+                     checkout=checkout, memory_mb=MEMORY_MB)
         hub.start()
         env1, env2 = hub.role_env("student"), hub.role_env("student")
 
@@ -294,6 +433,35 @@ def test_classroom_on_jupyterhub():
         released = course_x / "outbound" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
         assert released.exists()
         released_bytes = released.read_bytes()
+
+        mark('the roster')
+        # --- the class list: tinygpt-roster makes student 1 (user, password, group, private home)
+        # and their gradebook record with their name, so the export carries it
+        roster = base / "roster.csv"
+        roster.write_text(f"id,first_name,last_name,email\n{STUDENT1},{FIRST},{LAST},{EMAIL}\n")
+        r = subprocess.run([str(venv / "bin" / "tinygpt-roster"), str(roster), "--group", GROUP,
+                               "--teacher", TEACHER, "--course-dir", COURSE_DIR, "--comment", hh.USER_TAG,
+                               "--passwords", str(base / "passwords.csv")],
+                           env=hub.env, capture_output=True, text=True)
+        assert r.returncode == 0, f"tinygpt-roster failed:\n{r.stdout}\n{r.stderr}"
+        assert _mode(base / "passwords.csv") == 0o600
+        (passwords[STUDENT1],) = [row["password"] for row in csv.DictReader(open(base / "passwords.csv"))
+                                  if row["id"] == STUDENT1]
+        assert _mode(hh.home(STUDENT1)) == 0o700
+
+        mark('no solution readable')
+        # --- item 1: nothing a student can read holds a solution line (before anyone has answered:
+        # afterwards their own notebooks do). The search covers the hub's folders (venv, checkout,
+        # state, exchange: all under base), every home, /srv, /opt, /usr/local, /etc, /dev/shm and
+        # the test users' files in /tmp and /var/tmp; it must find the lines where a teacher looks.
+        lines = hh.solution_lines()
+        assert len(lines) > 20, lines
+        roots = [str(base), str(venv), "/home", "/srv", "/opt", "/usr/local", "/etc", "/dev/shm"]
+        found = hh.files_holding(STUDENT1, lines, roots, [TEACHER, STUDENT1, STUDENT2], skip=base)
+        assert not found, f"a student can read solution lines in: {found}"
+        found = hh.files_holding(TEACHER, lines, [str(checkout / "source"), str(course / "source")], [TEACHER], base)
+        assert len(found) >= 2 * len(list((REPO / "source").glob("*/*.ipynb"))), \
+            f"the search does not find the solutions where the teacher can read them: {found}"
 
         mark('log-in refused')
         # --- log-in: a local user who is neither a teacher nor in the students' group is refused
@@ -394,8 +562,36 @@ def test_classroom_on_jupyterhub():
         assert re.search(r"\d", prompts.all_inner_texts()[-1]), "Run All did not reach the last cell"
         s1.wait_for_timeout(2000)
         steady = _learner_memory(STUDENT1)
+        print(f"hub learner memory after the whole lesson, MiB: {_show(_memory(STUDENT1))}")
 
-        peak, sampling = [0.0, 0.0], [True]
+        mark('the hub restarts mid-lesson')
+        # --- item 3: the hub restarts (SIGTERM, as systemctl restart sends it) in the middle of the
+        # lesson: the learner's server, kernel (a variable set before) and notebook are still there,
+        # and the learner carries on (Validate and submit below, on the same page)
+        nb_rel = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+        kernel_id, _ = _in_kernel(s1, hub, STUDENT1, nb_rel, "tg_before_restart = 'still-here-' + str(6 * 7)")
+        before = {"server": _pids(STUDENT1, "jupyterhub-singleuser"), "kernels": sorted(_pids(STUDENT1, "ipykernel")),
+                  "teacher": _pids(TEACHER, "jupyterhub-singleuser"), "proxy": hub.proxy_pids()}
+        nb_before = nb_path.read_bytes()
+        rc = hub.stop_hub()
+        assert rc == 0, f"the hub did not stop cleanly on SIGTERM (exit {rc})"
+        during = {"server": _pids(STUDENT1, "jupyterhub-singleuser"), "kernels": sorted(_pids(STUDENT1, "ipykernel"))}
+        assert during == {k: before[k] for k in during}, f"the hub's stop ended learner processes: {before} -> {during}"
+        hub.start_hub()
+        after = {"server": _pids(STUDENT1, "jupyterhub-singleuser"), "kernels": sorted(_pids(STUDENT1, "ipykernel")),
+                 "teacher": _pids(TEACHER, "jupyterhub-singleuser"), "proxy": hub.proxy_pids()}
+        assert after == before and before["server"] and before["kernels"], \
+            f"servers, kernels or the proxy changed across the hub's restart: {before} -> {after}"
+        kernel_after, out = _in_kernel(s1, hub, STUDENT1, nb_rel, "print(tg_before_restart)")
+        assert (kernel_after, out.strip()) == (kernel_id, "still-here-42"), \
+            f"the kernel lost its variables across the hub's restart: {kernel_id} -> {kernel_after}, {out!r}"
+        assert nb_path.read_bytes() == nb_before
+        r = s1.request.get(f"{hub.url}/user/{STUDENT1}/api/contents/{nb_rel}?content=0")
+        assert r.status == 200, f"the learner's server does not answer through the proxy after the restart: {r.status}"
+        print(f"hub restart: {STUDENT1}'s server {before['server']}, kernels {before['kernels']} and the proxy "
+              f"{before['proxy']} kept; kernel {kernel_id} still has its variable")
+
+        peak, sampling = [0.0, 0.0, 0.0], [True]
 
         def sample():
             while sampling[0]:
@@ -411,7 +607,8 @@ def test_classroom_on_jupyterhub():
             sampling[0] = False
             sampler.join()
         print(f"hub learner memory (all of {STUDENT1}'s processes, MiB): after the whole lesson PSS {steady[0]:.0f}, "
-              f"USS {steady[1]:.0f}; peak during Validate PSS {peak[0]:.0f}, USS {peak[1]:.0f} "
+              f"USS {steady[1]:.0f}, anon {steady[2]:.0f}; peak during Validate PSS {peak[0]:.0f}, "
+              f"USS {peak[1]:.0f}, anon {peak[2]:.0f} "
               f"({errors.count()} stderr outputs in the lesson)")
         s1.wait_for_timeout(500)
         _shot(s1, "4-student-validated")
@@ -506,13 +703,27 @@ def test_classroom_on_jupyterhub():
         mark('the teacher grades')
         for args in (["autograde", ASSIGNMENT], ["generate_feedback", ASSIGNMENT],
                      ["release_feedback", ASSIGNMENT], ["export", "--to", "grades.csv"]):
-            _nbgrader(TEACHER, args, hub, "teacher", cwd=course)
+            r = _nbgrader(TEACHER, args, hub, "teacher", cwd=course)
+            if args[0] == "autograde":      # the released hidden-test cells are not "changed"
+                (artifacts / "hub-autograde.log").write_text(r.stdout + r.stderr)
+                assert "has changed" not in r.stdout + r.stderr, \
+                    f"autograde reports a changed cell for untouched submissions:\n{r.stderr[-3000:]}"
         grades = {row["student_id"]: row for row in csv.DictReader(open(course / "grades.csv"))}
         shutil.copy(course / "grades.csv", artifacts / "hub-grades.csv")
         g1, g2 = grades[STUDENT1], grades[STUDENT2]
+        assert (g1["first_name"], g1["last_name"], g1["email"]) == (FIRST, LAST, EMAIL), \
+            f"the export does not carry the roster's name for {STUDENT1}: {g1}"
         assert float(g1["max_score"]) == sum(notebooks.points(ASSIGNMENT).values()), g1
         assert float(g1["score"]) == float(g1["max_score"]), f"student 1 (reference answer) lost points: {g1}"
         assert float(g2["score"]) < float(g2["max_score"]), f"student 2 (no projection) got full marks: {g2}"
+        # sizing: the teacher's server after a formgrader autograde (the button's API: the grading
+        # template stays in the server for the next one), with every process of the teacher counted
+        xsrf = next((c["value"] for c in tctx.cookies() if c["name"] == "_xsrf"), "")
+        r = tp.request.post(f"{hub.url}/user/{TEACHER}/formgrader/api/submission/{ASSIGNMENT}/{STUDENT1}/autograde",
+                            headers={"X-XSRFToken": xsrf}, timeout=600_000)
+        assert r.status == 200 and r.json().get("success"), f"the formgrader's autograde failed: {r.status} {r.text()[:2000]}"
+        tp.wait_for_timeout(2000)
+        print(f"hub teacher memory after a formgrader autograde, MiB: {_show(_memory(TEACHER))}")
         # the formgrader's Manage Assignments counts the collected submissions
         r = tp.request.get(f"{hub.url}/user/{TEACHER}/formgrader/api/assignments")
         counts = {a["name"]: a["num_submissions"] for a in r.json()}
@@ -565,6 +776,81 @@ def test_classroom_on_jupyterhub():
         s1.goto(f"{hub.url}/user/{STUDENT1}/files/{ASSIGNMENT}/feedback/{fb1[0].parent.name}/{ASSIGNMENT}.html")
         s1.wait_for_load_state()
         _shot(s1, "8-student-feedback-html")
+        mark("what students cannot read")
+        # --- item 1: every file of source/, tests/catalogue/ and docs/, by every path a student could
+        # know: the hub's checkout, the venv (where an install could have put it), the teacher's home
+        # and course folder, the hub's state, and /proc of the hub, its proxy and the teacher's server
+        # (cwd, root). The teacher reads the checkout (the control: the paths are right).
+        secret = sorted(str(p.relative_to(REPO)) for top in ("source", "tests/catalogue", "docs")
+                        for p in (REPO / top).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        sites = [str(p) for p in venv.glob("lib/python3*/site-packages")]
+        procs = [hub.proc.pid, *hub.proxy_pids(), *_pids(TEACHER, "jupyterhub-singleuser")]
+        places = [str(checkout), str(venv), *sites, *[f"{p}/tinygpt_course" for p in sites], str(hh.home(TEACHER)),
+                  str(course), str(hub.state), *[f"/proc/{pid}/cwd" for pid in procs],
+                  *[f"/proc/{pid}/root{checkout}" for pid in procs]]
+        tries = [f"{place}/{rel}" for place in places for rel in secret]
+        assert all((checkout / rel).is_file() for rel in secret)
+        assert len(hh.readable_as(TEACHER, [str(checkout / rel) for rel in secret])) == len(secret), \
+            "the teacher cannot read the hub's checkout"
+        for student in (STUDENT1, STUDENT2):
+            got = hh.readable_as(student, tries)
+            assert not got, f"{student} can read {len(got)} of the course's secret files, e.g. {got[:5]}"
+        print(f"hub: students refused {len(tries)} reads each ({len(secret)} files of source/, tests/catalogue/, "
+              f"docs/ by {len(places)} paths: {', '.join(places)})")
+        mark("a learner's server is a unit")
+        # --- item 2: the whole server is in the learner's cgroup; its memory cap holds for all their
+        # processes together; Stop My Server ends every process they started and frees /dev/shm
+        s1.goto(f"{hub.url}/user/{STUDENT1}/lab")       # back from the feedback page (a sandboxed document)
+        s1.locator("#jp-main-dock-panel").wait_for(state="visible", timeout=120_000)
+        (server1,) = _pids(STUDENT1, "jupyterhub-singleuser")
+        unit = _cgroup_dir(server1)
+        assert unit.name == STUDENT1 and unit.parent.name == "tinygpt-learners", f"student 1's server is in {unit}"
+        limit_file = unit / ("memory.max" if (unit / "memory.max").exists() else "memory.limit_in_bytes")
+        assert int(limit_file.read_text()) == cap, f"{limit_file}: {limit_file.read_text()}"
+        (tserver,) = _pids(TEACHER, "jupyterhub-singleuser")
+        assert _cgroup_dir(tserver).name == TEACHER, "the teacher's server is not a unit of its own"
+        greedy = base / "greedy.py"
+        greedy.write_text(_GREEDY)
+        greedy.chmod(0o644)
+        out = _terminal(s1, hub, STUDENT1, f"python {greedy}", timeout=300)
+        m = re.search(r"TG_GREEDY alive (\d+) killed (\d+)", out)
+        assert m, f"the three greedy children did not report:\n{out[-3000:]}"
+        alive, killed = int(m.group(1)), int(m.group(2))
+        peak_file = unit / ("memory.peak" if (unit / "memory.peak").exists() else "memory.max_usage_in_bytes")
+        peak = int(peak_file.read_text()) if peak_file.exists() else 0
+        print(f"hub: three children of 1 GiB under a {MEMORY_MB} MiB cap: {alive} alive at the end, {killed} "
+              f"OOM-killed; the learner's cgroup peaked at {peak / 2 ** 20:.0f} MiB")
+        assert alive * 2 ** 30 <= cap and killed >= 1, f"the cap did not hold for the three children: {out[-2000:]}"
+        assert peak <= cap, f"the learner's processes held {peak / 2 ** 20:.0f} MiB together, over the cap"
+        assert _pids(STUDENT1, "jupyterhub-singleuser") == [server1], "the OOM killer took the learner's server"
+
+        shm = Path(f"/dev/shm/tg-leftover-{STUDENT1}")
+        _terminal(s1, hub, STUDENT1, "setsid sleep 424242 </dev/null >/dev/null 2>&1 & "
+                  "nohup python -c 'import time; time.sleep(424243)' </dev/null >/dev/null 2>&1 & "
+                  f"head -c 67108864 /dev/zero > {shm}; sleep 1")
+        # the terminal is gone (closed by _terminal): what it started lives on, as the issue found
+        assert _pids(STUDENT1, "424242") and _pids(STUDENT1, "time.sleep(424243)") and shm.exists(), \
+            f"the background processes or the /dev/shm file did not start: {hh.pids_of_uid(hh.uid(STUDENT1))}"
+        s1.goto(f"{hub.url}/hub/home")
+        s1.locator("#stop").click()
+        s1.locator("#start").wait_for(state="visible", timeout=120_000)
+        _shot(s1, "10-student-stopped")
+        # the page's button comes back once the hub accepted the stop; the stop itself (the server,
+        # then the cgroup) finishes in the hub: wait until the hub says the server is gone
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            r = s1.request.get(f"{hub.url}/hub/api/user")
+            if r.status == 200 and not r.json().get("pending") and not hh.pids_of_uid(hh.uid(STUDENT1)):
+                break
+            s1.wait_for_timeout(500)
+        assert r.status == 200 and not r.json().get("pending"), f"the hub did not finish the stop: {r.status} {r.text()[:500]}"
+        left = hh.pids_of_uid(hh.uid(STUDENT1))
+        assert not left, "processes of student 1 outlived Stop My Server: " + "; ".join(
+            f"{p}: {Path(f'/proc/{p}/cmdline').read_bytes().replace(bytes(1), b' ').decode(errors='replace')}"
+            for p in left if Path(f"/proc/{p}").exists())
+        assert not shm.exists(), f"{shm} outlived Stop My Server"
+        assert not unit.exists(), f"student 1's cgroup {unit} is still there"
+        print(f"hub: Stop My Server ended all of {STUDENT1}'s processes (setsid sleep, nohup python) and removed {shm}")
         mark("end")
         print("hub test stages (each until the next):", "; ".join(stages))
         print(f"hub test: venv {t_venv:.0f}s, total {time.time() - t0:.0f}s; "
@@ -591,6 +877,8 @@ def test_classroom_on_jupyterhub():
             attempt(f"removing {name}", hh.remove_user, name)
         if users:
             attempt(f"removing group {GROUP}", hh.remove_group, GROUP)
+            attempt(f"removing group {TEACHERS_GROUP}", hh.remove_group, TEACHERS_GROUP)
+            attempt("removing the users' cgroups", hh.remove_cgroups, [TEACHER, STUDENT1, STUDENT2])
         t3 = time.time()
         shutil.rmtree(base, ignore_errors=True)
         print(f"hub test clean-up: browser and hub {t2 - t1:.0f}s, users {t3 - t2:.0f}s, "

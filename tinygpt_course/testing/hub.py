@@ -12,14 +12,13 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .course import REPO, copy_course, free_port
+from .course import REPO, free_port
 
 USER_TAG = "tinygpt-course hub test"   # the GECOS field marks users this test created
 
@@ -54,52 +53,108 @@ def pins() -> dict[str, str]:
     """name -> 'name==version' from pyproject.toml (dependencies and the test extra)."""
     meta = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     out = {}
-    for spec in meta["dependencies"] + meta["optional-dependencies"]["test"]:
+    for spec in meta["dependencies"] + [d for extra in meta["optional-dependencies"].values() for d in extra]:
         out[re.split(r"[=<>!~ \[]", spec, maxsplit=1)[0].lower()] = spec
     return out
 
 
 def make_course_venv(base: Path, log) -> Path:
-    """A venv from /usr/bin/python3 that every user can read, with the course and jupyterhub.
-
-    The test's own venv when every user can already read it and the repo (course.sh makes it from
-    /usr/bin/python3); else a new one under base, with the course installed from a copy (not
-    editable: the repo may be unreadable to them). TINYGPT_HUB_TEST_VENV names one to reuse, or
-    is "new" to always make one (as CI does when its clone is private)."""
+    """The venv of the hub's users, made the way hub/README.md says: `course.sh setup hub` (from
+    /usr/bin/python3, the course library installed NOT editable, jupyterhub), in base/venv.
+    TINYGPT_HUB_TEST_VENV names one made so before, to reuse (the test checks that nothing in it
+    leads back to a checkout)."""
     reuse = os.environ.get("TINYGPT_HUB_TEST_VENV", "")
     if reuse and reuse != "new":
         return Path(reuse)
-    if reuse != "new" and readable_by_all(Path(sys.prefix)) and readable_by_all(REPO) and \
-            (Path(sys.prefix) / "bin" / "jupyterhub-singleuser").exists() and \
-            Path(os.path.realpath(sys.executable)).is_relative_to("/usr"):
-        return Path(sys.prefix)      # the test venv itself: every user can already read it
     venv = base / "venv"
-    src = base / "course-src"      # a copy, so pip's in-tree build leaves the work tree alone
-    src.mkdir()
-    shutil.copy(REPO / "pyproject.toml", src)
-    shutil.copy(REPO / "README.md", src)
-    shutil.copytree(REPO / "tinygpt_course", src / "tinygpt_course",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True)
-    p = pins()
-    cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-           str(src), p["torch"], p["jupyterhub"]]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(["bash", str(REPO / "course.sh"), "setup", "hub"], capture_output=True, text=True,
+                       env={**os.environ, "TINYGPT_VENV": str(venv)})
     log.write_text(r.stdout + r.stderr)
-    assert r.returncode == 0, f"pip install into the hub venv failed, see {log}"
-    # as course.sh setup does: "view feedback" opens the feedback (hub/labextension/)
-    shutil.copytree(REPO / "hub" / "labextension" / "tinygpt-feedback",
-                    venv / "share" / "jupyter" / "labextensions" / "tinygpt-feedback")
-    shutil.rmtree(src)
+    assert r.returncode == 0, f"course.sh setup hub failed, see {log}:\n{r.stderr[-3000:]}"
     return venv
 
 
-def course_source_copy(base: Path) -> Path:
-    """The course's nbgrader_config.py and source/, where every user can read them (the hub copies
-    them into the teacher's course folder at their server's first start)."""
-    src = copy_course(base / "course")
-    subprocess.run(["chmod", "-R", "a+rX", str(src)], check=True)
-    return src
+def editable_traces(venv: Path) -> list[str]:
+    """What in the venv would lead a reader back into a checkout: editable-install finders, .pth
+    files naming a folder outside the venv, an editable install's record."""
+    found = []
+    for site in venv.glob("lib/python3*/site-packages"):
+        for p in site.iterdir():
+            if p.name.startswith("__editable__"):
+                found.append(str(p))
+            elif p.suffix == ".pth":
+                for line in p.read_text(errors="replace").splitlines():
+                    if line.startswith("/") and not line.startswith(str(venv)):
+                        found.append(f"{p}: {line}")
+        for d in site.glob("tinygpt_course-*.dist-info/direct_url.json"):
+            if json.loads(d.read_text()).get("dir_info", {}).get("editable"):
+                found.append(str(d))
+    return found
+
+
+def make_checkout(base: Path, group: str) -> Path:
+    """The hub's copy of the course repository (hub/README.md's /opt/tinygpt-course): this
+    checkout's tracked files, readable by root and the teachers' group alone (it holds source/,
+    the catalogue, the guide)."""
+    dest = base / "checkout"
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"], capture_output=True, check=True).stdout
+    for rel in filter(None, files.decode().split("\0")):
+        if (REPO / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, dest / rel)
+    subprocess.run(["chgrp", "-R", group, str(dest)], check=True)
+    subprocess.run(["chmod", "-R", "u+rwX,g+rX,g-w,o-rwx", str(dest)], check=True)
+    return dest
+
+
+def solution_lines(repo: Path = REPO, min_len: int = 20) -> list[str]:
+    """Every line inside `### BEGIN SOLUTION` of every source notebook, stripped, of min_len
+    characters or more (shorter ones, like `return idx`, are in torch's own code too)."""
+    import nbformat
+    lines = set()
+    for nb_path in sorted((repo / "source").glob("*/*.ipynb")):
+        for cell in nbformat.read(nb_path, as_version=4).cells:
+            inside = False
+            for line in cell.source.split("\n"):
+                if "### BEGIN SOLUTION" in line:
+                    inside = True
+                elif "### END SOLUTION" in line:
+                    inside = False
+                elif inside and len(line.strip()) >= min_len:
+                    lines.add(line.strip())
+    return sorted(lines)
+
+
+_TRY_READ = """
+import json, sys
+readable = []
+for p in json.load(sys.stdin):
+    try:
+        with open(p, 'rb') as f:
+            f.read(1)
+        readable.append(p)
+    except OSError:
+        pass
+print(json.dumps(readable))
+"""
+
+
+def readable_as(user: str, paths: list[str]) -> list[str]:
+    """Those of paths that user can open and read."""
+    r = run_as(user, ["/usr/bin/python3", "-I", "-c", _TRY_READ], {"PATH": "/usr/bin:/bin"},
+               input=json.dumps(paths))
+    return json.loads(r.stdout)
+
+
+def files_holding(user: str, lines: list[str], roots: list[str], owners: list[str], skip: Path) -> list[str]:
+    """Files user can read that hold one of lines: everything under roots, and the files of owners
+    in /tmp and /var/tmp (outside skip, which roots cover); grep run as that user, the patterns on
+    its stdin (never in a file they could read)."""
+    owned = " -o ".join(f"-user {o}" for o in owners)
+    script = (f'extra=$(find /tmp /var/tmp -xdev -type f \\( {owned} \\) -not -path "{skip}/*" 2>/dev/null); '
+              f'grep -rlIF -f - {" ".join(roots)} $extra 2>/dev/null; true')
+    r = run_as(user, ["sh", "-c", script], {"PATH": "/usr/bin:/bin"}, input="\n".join(lines) + "\n")
+    return [line for line in r.stdout.splitlines() if line.strip()]
 
 
 def readable_by_all(path: Path) -> bool:
@@ -136,6 +191,17 @@ def add_group(group: str, ours: set[str]) -> None:
             raise RuntimeError(f"group {group} exists with other members {members - ours}: not touching it")
         subprocess.run(["groupdel", group], check=True)
     subprocess.run(["groupadd", group], check=True)
+
+
+def remove_cgroups(users) -> None:
+    """The learners' cgroups the hub made for these users (hub/learner_cgroup.py), and its parent
+    folder where it is empty: a hub stopped without stopping the servers leaves them."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("tinygpt_hub_learner_cgroup", REPO / "hub" / "learner_cgroup.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if module.version() is not None:
+        module.remove_empty_parents(users)
 
 
 def remove_group(group: str) -> None:
@@ -195,11 +261,11 @@ def home(name: str) -> Path:
 
 
 def run_as(user: str, args: list[str], env: dict, cwd: Path | None = None, check: bool = True,
-           timeout: float = 600) -> subprocess.CompletedProcess:
+           timeout: float = 600, input: str | None = None) -> subprocess.CompletedProcess:
     """Run a command as a local user (runuser), with exactly the given environment."""
     full_env = {"HOME": str(home(user)), "USER": user, "LOGNAME": user, "LANG": "C.UTF-8", **env}
     cmd = ["runuser", "-u", user, "--", "env", "-i", *[f"{k}={v}" for k, v in full_env.items()], *args]
-    r = subprocess.run(cmd, cwd=cwd or home(user), capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(cmd, cwd=cwd or home(user), capture_output=True, text=True, timeout=timeout, input=input)
     if check and r.returncode != 0:
         raise AssertionError(f"as {user}: {' '.join(args)} exited {r.returncode}\n"
                              f"--- stdout\n{r.stdout[-4000:]}\n--- stderr\n{r.stderr[-4000:]}")
@@ -212,7 +278,7 @@ class Hub:
     """JupyterHub (hub/jupyterhub_config.py) with configurable-http-proxy on free loopback ports."""
 
     def __init__(self, venv: Path, state: Path, exchange: Path, teachers, student_group: str, log: Path,
-                 course_source: Path, memory_mb: int):
+                 checkout: Path, memory_mb: int):
         self.venv, self.state, self.exchange, self.log = venv, state, exchange, log
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -231,12 +297,13 @@ class Hub:
             "TINYGPT_HUB_API_URL": f"http://127.0.0.1:{free_port()}",
             "TINYGPT_PROXY_API_URL": f"http://127.0.0.1:{free_port()}",
             "TINYGPT_CHP": shutil.which("configurable-http-proxy"),
-            "TINYGPT_COURSE_SOURCE": str(course_source),
+            "TINYGPT_COURSE_SOURCE": str(checkout),
             "TINYGPT_LEARNER_MEMORY_MB": str(memory_mb),
         }
         # TINYGPT_HUB_TEST_CONFIG: another config file (to check that the test catches a broken one)
-        self.config = os.environ.get("TINYGPT_HUB_TEST_CONFIG", str(REPO / "hub" / "jupyterhub_config.py"))
-        self.proc = None
+        self.config = os.environ.get("TINYGPT_HUB_TEST_CONFIG", str(checkout / "hub" / "jupyterhub_config.py"))
+        self.checkout = checkout
+        self.proc = self.proxy = None
 
     def role_env(self, role: str) -> dict:
         """The environment the hub gives a user's server (and so a Jupyter terminal) of that role."""
@@ -244,9 +311,24 @@ class Hub:
         return {"PATH": self.env["PATH"],
                 "JUPYTER_CONFIG_PATH": os.pathsep.join([str(cfg / role), str(cfg / "common")])}
 
+    def proxy_pids(self) -> list[int]:
+        """configurable-http-proxy's pid, from its pid file (none if it is not running)."""
+        try:
+            pid = int((self.state / "jupyterhub-proxy.pid").read_text().strip())
+            return [pid] if b"configurable-http-proxy" in Path(f"/proc/{pid}/cmdline").read_bytes() else []
+        except (ValueError, FileNotFoundError, ProcessLookupError):
+            return []
+
     def start(self, timeout: float = 120) -> None:
+        """The proxy (hub/proxy.py, a process of its own), then the hub."""
         self.state.mkdir(parents=True, exist_ok=True)
         self._logf = open(self.log, "w")
+        self.proxy = subprocess.Popen(
+            [str(self.venv / "bin" / "python"), str(self.checkout / "hub" / "proxy.py")],
+            cwd=self.state, env=self.env, stdout=self._logf, stderr=subprocess.STDOUT, start_new_session=True)
+        self.start_hub(timeout)
+
+    def start_hub(self, timeout: float = 120) -> None:
         self.proc = subprocess.Popen(
             [str(self.venv / "bin" / "jupyterhub"), "-f", self.config],
             cwd=self.state, env=self.env, stdout=self._logf, stderr=subprocess.STDOUT,
@@ -255,6 +337,8 @@ class Hub:
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"jupyterhub exited {self.proc.returncode}:\n{self.log.read_text()[-4000:]}")
+            if self.proxy.poll() is not None:
+                raise AssertionError(f"the proxy exited {self.proxy.returncode}:\n{self.log.read_text()[-4000:]}")
             try:
                 with urllib.request.urlopen(f"{self.url}/hub/api", timeout=5) as r:
                     if r.status == 200 and "version" in json.load(r):
@@ -264,29 +348,35 @@ class Hub:
             time.sleep(0.5)
         raise AssertionError(f"jupyterhub did not answer in {timeout}s:\n{self.log.read_text()[-4000:]}")
 
-    def stop(self) -> None:
-        if self.proc is None:
-            return
+    def stop_hub(self) -> int:
+        """SIGTERM to the hub alone, as `systemctl restart` sends it; returns its exit code."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)      # the hub stops the users' servers and its proxy
+            self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=30)
+                self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=10)
-        # the proxy, if the hub left it behind
-        pid_file = self.state / "jupyterhub-proxy.pid"
-        if pid_file.exists():
-            try:
-                pid = int(pid_file.read_text().strip())
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-                if b"configurable-http-proxy" in cmdline:
-                    os.kill(pid, signal.SIGKILL)
-            except (ValueError, FileNotFoundError, ProcessLookupError):
-                pass
-        # anything else still in the hub's own process group
-        try:
+        try:                     # anything else still in the hub's own process group
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        return self.proc.returncode
+
+    def restart(self, timeout: float = 120) -> None:
+        self.stop_hub()
+        self.start_hub(timeout)
+
+    def stop(self) -> None:
+        """The hub, then the proxy (the users' servers are ended with their users)."""
+        if self.proc is None:
+            return
+        self.stop_hub()
+        if self.proxy.poll() is None:
+            self.proxy.terminate()
+            try:
+                self.proxy.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proxy.kill()
+                self.proxy.wait(timeout=10)
         self._logf.close()

@@ -1,0 +1,99 @@
+"""hub/learner_cgroup.py on its own (the live hub test runs it behind Stop My Server): what a
+process in the learner's cgroup starts, setsid'd or not, dies with kill(); without the cgroup the
+same setsid'd child outlives its parent (the defence switched off); the memory cap holds for all
+processes together; /dev/shm files of the user go, others' stay. Needs root and cgroups."""
+import importlib.util
+import os
+import pwd
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tinygpt_course.testing.course import REPO
+
+spec = importlib.util.spec_from_file_location("tinygpt_hub_learner_cgroup", REPO / "hub" / "learner_cgroup.py")
+lc = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lc)
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or lc.version() is None, reason="needs root and cgroups")
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    yield
+    lc.remove_empty_parents(["tgcgtest"])
+USER = "nobody"
+# a parent that starts a setsid'd sleeper and prints its pid, then exits
+SPAWN = ("import subprocess, sys; p = subprocess.Popen(['sleep', '4243'], start_new_session=True,"
+         " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(p.pid)")
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def _run(cgroup, code):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          preexec_fn=cgroup.enter if cgroup else None)
+
+
+def test_kill_ends_setsid_children_and_without_the_cgroup_they_survive():
+    cg = lc.LearnerCgroup("tgcgtest", memory_bytes=512 * 2 ** 20, max_processes=64)
+    cg.create()
+    try:
+        inside = int(_run(cg, SPAWN).stdout)
+        outside = int(_run(None, SPAWN).stdout)
+        assert _alive(inside) and _alive(outside)       # both outlived their parent
+        assert inside in cg.pids()
+        assert inside in cg.kill()
+        assert not _alive(inside) and not any(Path(d).exists() for d in cg.dirs.values())
+        assert _alive(outside), "the process outside any learner's cgroup is not ours to kill"
+    finally:
+        os.kill(outside, signal.SIGKILL)
+        cg.kill()
+
+
+def test_the_memory_cap_holds_for_all_processes_together():
+    cap = 256 * 2 ** 20
+    cg = lc.LearnerCgroup("tgcgtest", memory_bytes=cap, max_processes=64)
+    cg.create()
+    greedy = ("import os, sys, time\nkids = []\nfor i in range(3):\n    r, w = os.pipe()\n"
+              "    if os.fork() == 0:\n        os.close(1); b = b'x' * (150 << 20); os.write(w, b'ok'); time.sleep(600); os._exit(0)\n"
+              "    os.close(w); kids.append(r)\nprint(sum(os.read(r, 2) == b'ok' for r in kids))\n")
+    try:
+        p = subprocess.Popen([sys.executable, "-c", greedy], stdout=subprocess.PIPE, text=True, preexec_fn=cg.enter)
+        p.communicate(timeout=120)
+        held = len(cg.pids())        # the parent has exited: what is left are children holding their block
+        usage = int(Path(cg.dirs["memory"], "memory.max_usage_in_bytes").read_text()) if "memory" in cg.dirs \
+            else int(Path(cg.dirs["unified"], "memory.peak").read_text())
+        assert usage <= cap, usage
+        assert held <= 1, f"{held} children of 150 MiB hold memory under a 256 MiB cap"
+        cg.kill()
+        # the cap switched off: all three hold their block
+        cg = lc.LearnerCgroup("tgcgtest", memory_bytes=0, max_processes=64)
+        cg.create()
+        p = subprocess.Popen([sys.executable, "-c", greedy], stdout=subprocess.PIPE, text=True, preexec_fn=cg.enter)
+        assert int(p.communicate(timeout=120)[0]) == 3 and len(cg.pids()) == 3
+    finally:
+        cg.kill()
+
+
+def test_remove_shm_takes_the_users_files_only(tmp_path):
+    uid = pwd.getpwnam(USER).pw_uid
+    mine, other = Path(f"/dev/shm/tgcgtest-{os.getpid()}-mine"), Path(f"/dev/shm/tgcgtest-{os.getpid()}-root")
+    mine.write_bytes(b"x")
+    os.chown(mine, uid, uid)
+    other.write_bytes(b"x")
+    try:
+        assert str(mine) in lc.remove_shm(USER)
+        assert not mine.exists() and other.exists()
+    finally:
+        for p in (mine, other):
+            p.unlink(missing_ok=True)
