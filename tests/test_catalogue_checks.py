@@ -20,7 +20,7 @@ import re
 import pytest
 
 from tinygpt_course.checks import WIDTH
-from tinygpt_course.checks.protocol import Kind, load_lesson
+from tinygpt_course.checks.protocol import MISTAKE_ID, SHARED_MISTAKES, Kind, load_lesson
 from tinygpt_course.testing import catalogue, notebooks
 
 LESSONS = catalogue.lessons()
@@ -54,6 +54,11 @@ def test_grading_verdicts_match_the_catalogue(answer):
     for fails in answer.fails:
         v = verdicts[fails.check]
         assert v.kind is fails.kind and fails.words in v.message, (fails, v)
+        assert v.mistake == answer.mistake, (fails, v)     # the cause, by its stable id
+    if answer.mistake and not answer.fails:
+        assert answer.mistake in {v.mistake for v in verdicts.values()}, (answer.mistake, verdicts)
+    for v in verdicts.values():
+        assert (v.mistake is None) == v.passed and (v.passed or v.mistake in lesson.all_mistakes), v
 
 
 @pytest.mark.parametrize("answer", PLAIN, ids=ids(PLAIN))
@@ -86,3 +91,20 @@ def test_catalogue_expects_every_check_and_the_notebooks_points(lesson):
     lost = {c for a in mistakes for c, p in a.expect.items() if p == 0}
     assert lost == set(checks), f"no mistake in {lesson}'s catalogue fails {set(checks) - lost}"
     assert all(a.validate_says for a in mistakes), "a mistake names no words the learner must read"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_mistake_is_named_by_its_id(lesson):
+    """Each mistake in the catalogue says which mistake id its verdicts name, an id the lesson
+    declares; every id the lesson declares is named by a case of its catalogue, and every id of
+    the shared steps by a case of some lesson's."""
+    declared = load_lesson(lesson).all_mistakes
+    answers = catalogue.answers(lesson)
+    for a in answers:
+        if a.sort != "right":
+            assert a.mistake in declared or a.mistake is None and not a.plain, (a.name, a.mistake)
+    named = {a.mistake for a in answers}
+    assert set(load_lesson(lesson).mistakes) <= named, set(load_lesson(lesson).mistakes) - named
+    every = {a.mistake for name in LESSONS for a in catalogue.answers(name)}
+    assert set(SHARED_MISTAKES) <= every, set(SHARED_MISTAKES) - every
+    assert all(MISTAKE_ID.match(m) for m in declared)

@@ -114,14 +114,14 @@ def _slow(lesson, ns):
 def verdict(lesson, check_id, ns):
     """The Verdict of one check for the names in ns (the learner's MultiHead, embed, xb, ...)."""
     if _slow(lesson, ns):
-        return Verdict.fail(Kind.FORWARD_ERROR, slow())
+        return Verdict.fail(Kind.FORWARD_ERROR, slow(), "too_slow")
     extract = importlib.import_module(lesson.extract_module).extract
     try:
         with time_limit(STEP_SECONDS):
             rec = extract(ns, lesson.default_seed)
     except OutOfTime:
         _too_slow.append((lesson.name, tuple(ns.values())))
-        return Verdict.fail(Kind.FORWARD_ERROR, slow())
+        return Verdict.fail(Kind.FORWARD_ERROR, slow(), "too_slow")
     return lesson.verdict(check_id, rec, reference(lesson.name))
 
 
