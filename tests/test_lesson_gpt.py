@@ -1,5 +1,7 @@
 """The gpt lesson run for real: the source notebook, training included (about a minute), prints
-exactly its two documented printouts, its narrative's numbers are the computed ones, the share
+exactly its documented printout before training and, after it, lines of the documented form that
+keep what the narrative promises on every machine (the names themselves differ from one CPU to
+another), its narrative's numbers are the computed ones, the share
 of new names is recomputed independently, and the lesson's grading never trains.
 
 nbgrader's side (validate, autograde with reference full marks and blank zero, each catalogue
@@ -62,10 +64,40 @@ def test_runner_prints_exactly_the_documented_lines(run):
     assert len(lines) == 7 and lines == documented(nb, "printout_md")
 
 
-def test_after_training_prints_exactly_the_documented_lines(run):
+NAMES_FORM = [  # the after-training lines: what every machine prints, numbers and names aside
+    r"held-out loss after training: (\d\.\d{3}) \(before: (\d\.\d{3})\)",
+    r"some of its names: ([a-z]+(?:, [a-z]+){7})",
+    r"new names: (\d+) of (\d+) \((\d+)%\) are not in the training list; (\d+) of those are real names it never saw",
+]
+
+
+def holds_on_every_machine(lines, text):
+    """The after-training lines have the documented form, and what the narrative says holds on
+    every machine holds for them: the loss before training is the documented one; after, it is
+    within the stated margin of the stated loss; most names are new. (Which names, and how many
+    are real, differ from one CPU to another: the narrative says so.)"""
+    m = [re.fullmatch(form, line) for form, line in zip(NAMES_FORM, lines)]
+    assert len(lines) == 3 and all(m), lines
+    after, before = float(m[0].group(1)), m[0].group(2)
+    said, margin = map(float, re.search(r"to about (\d\.\d+) \(within (0\.\d+) of it\)", text).groups())
+    assert f"fell from {float(before):.2f}, about `ln 27`" in text
+    assert abs(after - said) <= margin, (after, said, margin)
+    new, total = int(m[2].group(1)), int(m[2].group(2))
+    assert new > total / 2                   # "Most of them are new"
+    return after, before
+
+
+def test_after_training_prints_what_the_narrative_says_holds(run):
+    """Long training is not reproducible across CPUs (float32 sums in another order, amplified
+    over 6000 steps): the lines are compared by form and by what the narrative promises on every
+    machine, and the one machine's example in the lesson keeps those promises too."""
     nb, rec = run
     assert rec["steps"] == rec["train_steps"] == 6000, "the full training did not run"
-    assert printed(nb, "names") == documented(nb, "names_md")
+    text = cell(nb, "names_md").source
+    _, before = holds_on_every_machine(printed(nb, "names"), text)
+    assert before == documented(nb, "names_md")[0].split("before: ")[1].rstrip(")")
+    holds_on_every_machine(documented(nb, "names_md"), text)
+    assert "Your names will differ from these" in text and "as one machine printed it" in text
 
 
 def test_loss_before_close_to_ln27_and_after_what_the_narrative_says(run):
@@ -76,8 +108,8 @@ def test_loss_before_close_to_ln27_and_after_what_the_narrative_says(run):
     assert abs(train_loss - math.log(27)) < 0.2 and abs(before - math.log(27)) < 0.2
     assert f"ln 27 = {math.log(27):.3f}" in runner
     text = cell(nb, "names_md").source
-    assert f"to {after:.2f}: on names it never saw" in text
-    assert f"exp(-{after:.2f}) = {math.exp(-round(after, 2)):.2f}" in text
+    said = float(re.search(r"to about (\d\.\d+) \(within", text).group(1))
+    assert f"exp(-{said:.2f}) = {math.exp(-said):.2f}" in text
     assert f"1/27 = {1 / 27:.3f}" in text
     assert after < before - 1.0
 
@@ -92,8 +124,8 @@ def test_share_of_new_names_recomputed(run):
     assert line == (f"new names: {len(new)} of {len(names)} ({len(new) / len(names):.0%}) are not in the "
                     f"training list; {real} of those are real names it never saw")
     assert printed(nb, "names")[1] == "some of its names: " + ", ".join(names[:8])
-    # the narrative: "Most of them are new", "Some of the new ones are real names"
-    assert len(new) > len(names) / 2 and real > 0
+    # the narrative: "Most of them are new"; how many are real names varies ("none on others")
+    assert len(new) > len(names) / 2
 
 
 def test_narrative_counts_are_the_model_counts(run):
