@@ -67,9 +67,14 @@ def test_kernel_checks_match_the_catalogue(answer):
     assert {c: raised[c] is not None for c in answer.expect} == {c: p == 0 for c, p in answer.expect.items()}, \
         (answer.why, printed, {c: str(e) for c, e in raised.items() if e})
     assert "Traceback" not in printed, printed
+    for check_id, failed in raised.items():    # a mistake said in full once, then pointed back to
+        if failed is not None and failed.repeat_of:
+            assert raised[failed.repeat_of].repeat_of is None and "the same mistake as the check" in str(failed)
+            assert list(raised).index(failed.repeat_of) < list(raised).index(check_id), (check_id, str(failed))
     for fails in answer.fails:
         failed = raised[fails.check]
-        assert fails.words in " ".join(str(failed).split()), (fails, str(failed))
+        said = raised[failed.repeat_of] if failed.repeat_of else failed
+        assert fails.words in " ".join(str(said).split()), (fails, str(said))
         shown = failed._render_traceback_()    # what IPython shows (and Validate quotes)
         assert all(len(line) <= WIDTH for line in shown), shown
         assert " ".join(" ".join(shown).split()) == "Check failed: " + " ".join(str(failed).split())
