@@ -66,9 +66,10 @@ def weights_problem(rec, ref, prefix=""):
     if raised:
         if 3 in (rec.get(prefix + "T_dims") or []):
             return Verdict.fail(Kind.FORWARD_ERROR, (
-                f"forward raised {rec[prefix + 'error']}: `.T` was taken of a 3-D tensor, and on more "
-                "than 2 dimensions .T reverses them all ([B, T, head_size] becomes [head_size, T, B]). "
-                "Swap only the last two: k.transpose(-2, -1)."), "transpose_3d")
+                "`.T` was taken of a 3-D tensor: on more than 2 dimensions .T reverses them all "
+                f"([B, T, head_size] becomes [head_size, T, B]), so forward raised a "
+                f"{rec.get(prefix + 'exception') or 'error'}. Swap only the last two: k.transpose(-2, -1)."),
+                "transpose_3d")
         return raised
     w, want = rec.get(prefix + "weights"), shape_of(ref[prefix + "weights"])
     if not torch.is_tensor(w):
