@@ -57,14 +57,14 @@ READ_WPM, MIN_PER_LINE, CHECKING_MIN = 100, 3, 10   # the rates the estimates as
 
 def lessons_in_order():
     """(lesson, what it teaches) from START.md's table, in the course's order."""
-    rows = re.findall(r"^\| (\d) \| (\w+) \| `[^`]+` \| `(\w+)` \| (.*) \|$", (REPO / "notebooks" / "START.md").read_text(), re.M)
+    rows = re.findall(r"^\| (\d) \| (\w+) \| \[`[^`]+`\]\([^)]+\) \| `(\w+)` \| (.*) \|$", (REPO / "notebooks" / "START.md").read_text(), re.M)
     return [(lesson, cls, teaches) for _, lesson, cls, teaches in rows]
 
 
 def wrong_answers(lesson):
-    """(what the answer does, its code) for the lesson's catalogue mistakes that run as plain
+    """(what the answer does, its code, its mistake id) for the lesson's catalogue mistakes that run as plain
     Python (crashes, tampering and notebook surgery are the grading pipeline's business)."""
-    return [(a.why, a.code) for a in catalogue.answers(lesson) if a.plain and a.sort == "mistake"]
+    return [(a.why, a.code, a.mistake) for a in catalogue.answers(lesson) if a.plain and a.sort == "mistake"]
 
 
 def feedback(lesson, answer):
@@ -144,11 +144,12 @@ def render():
         out += ["", "**Typical mistakes and the feedback they get.** Each one is a wrong answer from the "
                 "lesson's catalogue, run through the lesson's checks. The learner reads each message in the "
                 "notebook (`Check failed: ...`) and in the feedback nbgrader sends back "
-                "(`✗ check '...': 0 of N points`, then the message).", ""]
-        for what, answer in wrong_answers(lesson):
+                "(`✗ check '...': 0 of N points`, then the message). The mistake id names the cause, the same "
+                "in every lesson (`softmax_axis`, `dropout_on`, ...); every verdict names one (Verdict.mistake).", ""]
+        for what, answer, mistake in wrong_answers(lesson):
             fb = feedback(lesson, answer)
             got = sum(p for c, p in pts.items() if fb[c][0])
-            out.append(f"* **{what}** ({got} of {sum(pts.values())} points)")
+            out.append(f"* **{what}** (mistake `{mistake}`, {got} of {sum(pts.values())} points)")
             for c, (passed, message) in fb.items():
                 if not passed:
                     out.append(f"  * `{c}` ({pts[c]} point{'s' if pts[c] > 1 else ''}): {message}")

@@ -20,7 +20,7 @@ import re
 import pytest
 
 from tinygpt_course.checks import WIDTH
-from tinygpt_course.checks.protocol import Kind, load_lesson
+from tinygpt_course.checks.protocol import MISTAKE_ID, SHARED_MISTAKES, Kind, load_lesson
 from tinygpt_course.testing import catalogue, notebooks
 
 LESSONS = catalogue.lessons()
@@ -54,6 +54,11 @@ def test_grading_verdicts_match_the_catalogue(answer):
     for fails in answer.fails:
         v = verdicts[fails.check]
         assert v.kind is fails.kind and fails.words in v.message, (fails, v)
+        assert v.mistake == answer.mistake, (fails, v)     # the cause, by its stable id
+    if answer.mistake and not answer.fails:
+        assert answer.mistake in {v.mistake for v in verdicts.values()}, (answer.mistake, verdicts)
+    for v in verdicts.values():
+        assert (v.mistake is None) == v.passed and (v.passed or v.mistake in lesson.all_mistakes), v
 
 
 @pytest.mark.parametrize("answer", PLAIN, ids=ids(PLAIN))
@@ -62,9 +67,14 @@ def test_kernel_checks_match_the_catalogue(answer):
     assert {c: raised[c] is not None for c in answer.expect} == {c: p == 0 for c, p in answer.expect.items()}, \
         (answer.why, printed, {c: str(e) for c, e in raised.items() if e})
     assert "Traceback" not in printed, printed
+    for check_id, failed in raised.items():    # a mistake said in full once, then pointed back to
+        if failed is not None and failed.repeat_of:
+            assert raised[failed.repeat_of].repeat_of is None and "the same mistake as the check" in str(failed)
+            assert list(raised).index(failed.repeat_of) < list(raised).index(check_id), (check_id, str(failed))
     for fails in answer.fails:
         failed = raised[fails.check]
-        assert fails.words in " ".join(str(failed).split()), (fails, str(failed))
+        said = raised[failed.repeat_of] if failed.repeat_of else failed
+        assert fails.words in " ".join(str(said).split()), (fails, str(said))
         shown = failed._render_traceback_()    # what IPython shows (and Validate quotes)
         assert all(len(line) <= WIDTH for line in shown), shown
         assert " ".join(" ".join(shown).split()) == "Check failed: " + " ".join(str(failed).split())
@@ -86,3 +96,20 @@ def test_catalogue_expects_every_check_and_the_notebooks_points(lesson):
     lost = {c for a in mistakes for c, p in a.expect.items() if p == 0}
     assert lost == set(checks), f"no mistake in {lesson}'s catalogue fails {set(checks) - lost}"
     assert all(a.validate_says for a in mistakes), "a mistake names no words the learner must read"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_mistake_is_named_by_its_id(lesson):
+    """Each mistake in the catalogue says which mistake id its verdicts name, an id the lesson
+    declares; every id the lesson declares is named by a case of its catalogue, and every id of
+    the shared steps by a case of some lesson's."""
+    declared = load_lesson(lesson).all_mistakes
+    answers = catalogue.answers(lesson)
+    for a in answers:
+        if a.sort != "right":
+            assert a.mistake in declared or a.mistake is None and not a.plain, (a.name, a.mistake)
+    named = {a.mistake for a in answers}
+    assert set(load_lesson(lesson).mistakes) <= named, set(load_lesson(lesson).mistakes) - named
+    every = {a.mistake for name in LESSONS for a in catalogue.answers(name)}
+    assert set(SHARED_MISTAKES) <= every, set(SHARED_MISTAKES) - every
+    assert all(MISTAKE_ID.match(m) for m in declared)

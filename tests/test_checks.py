@@ -72,7 +72,15 @@ def test_numbers_note_explains_a_different_draw_order():
     ns = lesson_namespace(answer_of("04_right_proj_first"))
     printed = run_cell("runner", ns)
     assert "head 1 at position 7 takes" in printed
-    assert "differ from the documented ones, and that is fine" in " ".join(run_cell("numbers_note", ns).split())
+    note = run_cell("numbers_note", ns)
+    lines = note.splitlines()
+    assert "fine" not in note and "2 printed lines differ from the documented printout:" in note
+    for which in ("head 1", "head 2"):    # yours and the documented line side by side, and the check
+        yours = next(i for i, ln in enumerate(lines) if ln.startswith(f"  yours:      {which} at position 7"))
+        assert lines[yours + 1].startswith(f"  documented: {which} at position 7")
+        assert lines[yours + 1][len("  documented: "):] in notebook.documented("multihead")
+    assert " ".join(note.split()).count(
+        "judged by `attention_weights`, which runs your class with fixed starting weights and passes") == 2
 
 
 def test_numbers_note_speaks_only_about_printed_lines():

@@ -10,6 +10,7 @@ grading's two halves and in the learner's kernel, are tests/test_catalogue_check
 import contextlib
 import io
 
+import nbformat
 import pytest
 import torch
 
@@ -63,7 +64,24 @@ def test_runner_prints_the_documented_lines():
 def test_numbers_note_explains_another_draw_order():
     answer = catalogue.answer("gpt", "04_right_other_order").code
     printed, failed = run_kernel_like(answer)
-    assert "that is fine" in " ".join(printed.split()) and not any(failed.values())
+    text = " ".join(printed.split())
+    assert "fine" not in text and not any(failed.values())
+    assert "documented: loss before training: 3.431" in text and "judged by `loss`, which runs your class" in text
+
+
+def test_numbers_note_names_the_check_of_a_wrong_line():
+    """A wrong model's differing line is shown beside the documented one with its check's verdict."""
+    printed, failed = run_kernel_like(catalogue.answer("gpt", "06_no_final_ln").code)
+    text = " ".join(printed.split())
+    assert failed["forward"] and "fine" not in text
+    assert "judged by `forward`, which fails with fixed starting weights: the output layer gets" in text
+
+
+def test_validate_runs_every_check():
+    """The released notebook's check cells call every check, so Validate finds what grading finds."""
+    nb = nbformat.read(notebooks.release_path("gpt"), as_version=4)
+    for check_id in LESSON.checks:
+        assert f"checks.check('{check_id}', globals())" in notebooks.cell(nb, check_id).source, check_id
 
 
 def test_reference_and_printout_are_current():

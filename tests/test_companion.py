@@ -182,9 +182,11 @@ REPO = NOTEBOOK.parents[1]
 
 def start_rows():
     """(number, lesson, notebook, what it teaches) of START.md's table, in order."""
-    rows = re.findall(r"^\| (\d|\+) \| (\w+) \| `([^`]+)` \| [^|]* \| (.*) \|$", START.read_text(), re.M)
-    assert rows, "START.md has no lesson table"
-    return rows
+    rows = re.findall(r"^\| (\d|\+) \| (\w+) \| \[`([^`]+)`\]\(([^)]+)\) \| [^|]* \| (.*) \|$", START.read_text(), re.M)
+    assert rows, "START.md has no lesson table (its notebooks as links)"
+    for _, _, path, link, _ in rows:    # each notebook's link opens it, from START.md's folder
+        assert (START.parent / link).resolve() == (REPO / path).resolve(), (path, link)
+    return [(n, lesson, path, teaches) for n, lesson, path, _, teaches in rows]
 
 
 def test_start_gives_the_order_and_every_lesson_exists():
@@ -197,6 +199,16 @@ def test_start_gives_the_order_and_every_lesson_exists():
         assert (REPO / path).exists(), path
     assert "Open it after lesson 4" in rows[-1][3]
     assert "comes after lesson 4" in nbformat.read(NOTEBOOK, 4).cells[0].source
+
+
+def test_first_cell_says_what_the_multihead_lesson_says():
+    """The companion quotes the multihead lesson's claim about heads as the lesson makes it."""
+    intro = nbformat.read(REPO / "source" / "multihead" / "multihead.ipynb", 4).cells[0].source
+    first = " ".join(nbformat.read(NOTEBOOK, 4).cells[0].source.split())
+    claim = "Nothing forces two heads to learn different things, but nothing stops them either"
+    assert claim in " ".join(intro.split())
+    assert "nothing forces two heads to learn different things, but nothing stops them either" in first
+    assert "claims" not in first and "something to measure, not to assume" in first
 
 
 def test_start_weight_counts_are_the_printed_ones(run):

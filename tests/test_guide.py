@@ -38,10 +38,11 @@ def test_every_lesson_has_objectives_checks_and_mistakes(rendered, make_guide):
         assert "**Learning objectives.**" in section and make_guide.OBJECTIVES[lesson][0] in section
         for check in notebooks.points(lesson):
             assert f"| `{check}` |" in section
-        mistakes = re.findall(r"^\* \*\*(.+?)\*\* \((\d+) of (\d+) points\)$", section, re.M)
-        expected = {a.why: int(sum(a.expect.values())) for a in catalogue.answers(lesson) if a.plain and a.sort == "mistake"}
-        assert {why: int(got) for why, got, _ in mistakes} == expected, lesson   # the catalogue's scores
-        assert all(int(got) < int(total) for _, got, total in mistakes), "a listed mistake lost no point"
+        mistakes = re.findall(r"^\* \*\*(.+?)\*\* \(mistake `(\w+)`, (\d+) of (\d+) points\)$", section, re.M)
+        plain = [a for a in catalogue.answers(lesson) if a.plain and a.sort == "mistake"]
+        expected = {a.why: (a.mistake, int(sum(a.expect.values()))) for a in plain}
+        assert {why: (mistake, int(got)) for why, mistake, got, _ in mistakes} == expected, lesson   # the catalogue's
+        assert all(int(got) < int(total) for _, _, got, total in mistakes), "a listed mistake lost no point"
 
 
 def test_gpt_mistakes_carry_the_judges_messages(rendered):

@@ -29,7 +29,7 @@ print("@@RESULT@@" + _json.dumps({
     "counts": {"all": count(model), "token_emb": count(model.token_emb), "pos_emb": count(model.pos_emb),
                "block": count(model.blocks[0]), "blocks": count(model.blocks), "ln_f": count(model.ln_f),
                "lm_head": count(model.lm_head)},
-    "sizes": [vocab_size, n_embd, block_size, n_layer],
+    "sizes": [vocab_size, n_embd, block_size, n_layer], "bigram_loss": bigram_loss,
     "train": {"batch_size": batch_size, "eval_every": eval_every}}))
 '''
 
@@ -181,3 +181,35 @@ def test_narrative_sizes_are_the_codes():
     assert "torch.zeros((100, 1), dtype=torch.long), 20," in names
     setup_md = cell(nb, "setup_md").source
     assert "a batch of 32 windows of\n8 letters" in setup_md and (SIZES.batch_size, SIZES.block_size) == (32, 8)
+
+
+def test_bigram_baseline_recomputed_and_beaten(run):
+    """The loss plot's baseline, counted again here from the training names' text (a dict of
+    pair counts, not the notebook's tensor code): the printed number and the narrative's are
+    it, and the trained model's held-out loss is below it."""
+    from collections import Counter
+    nb, rec = run
+    ns = notebooks.namespace("gpt", notebooks.solution("gpt"))
+    text = "\n" + "\n".join(ns["train_names"]) + "\n"
+    vocab, pairs, firsts = ns["VOCAB"], Counter(zip(text, text[1:])), Counter(text[:-1])
+    x, y = ns["val_x"].flatten().tolist(), ns["val_y"].flatten().tolist()
+    loss = -sum(math.log((pairs[vocab[a], vocab[b]] + 1) / (firsts[vocab[a]] + len(vocab))) for a, b in zip(x, y)) / len(x)
+    assert abs(rec["bigram_loss"] - loss) < 1e-4, (rec["bigram_loss"], loss)
+    line = f"bigram baseline (the letter before only), held-out loss: {loss:.3f}"
+    assert line in printed(nb, "loss_plot")
+    assert f"Its held-out loss is {loss:.3f}." in " ".join(cell(nb, "train_md").source.split())
+    if rec["steps"] == 6000:
+        assert rec["val_losses"][-1][1] < loss - 0.1, "the trained model does not beat the bigram"
+
+
+def test_set_demo_shows_attention_needs_positions(run):
+    """Shuffling the letters before the last: the last position's output stays the same with
+    token embeddings alone and changes with positions, as the narrative says."""
+    nb, _ = run
+    lines = printed(nb, "set_demo")
+    window, shuffled = re.fullmatch(r"('.*') shuffled: ('.*')", lines[0]).groups()
+    window, shuffled = eval(window), eval(shuffled)
+    assert window != shuffled and sorted(window[:7]) == sorted(shuffled[:7]) and window[7] == shuffled[7]
+    assert lines[1] == "last position the same, token embeddings alone: True | with position embeddings: False"
+    md = " ".join(cell(nb, "set_md").source.split())
+    assert "shuffles the first 7 letters of window 0" in md and "the 32 windows of a batch" in md

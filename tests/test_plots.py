@@ -164,3 +164,17 @@ def test_fixed_layout_keeps_every_label_inside_the_figure_and_apart(n_heads, pos
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             assert not boxes[a].overlaps(boxes[b]), f"{a!r} runs into {b!r}"
+
+
+def test_one_head_explorer_is_compact():
+    """The head lesson's explorer (one head): heatmap and bars side by side, under 500 px tall,
+    nothing overlapping; two heads keep the stacked layout."""
+    from tinygpt_course import plots
+    (width, height), heat, bars, colour_bar = plots.layout(1)
+    assert height * plots.DPI <= 500 and width * plots.DPI <= 1000, (width, height)
+
+    def apart(a, b):   # [left, bottom, width, height] rectangles that do not overlap
+        return a[0] + a[2] <= b[0] or b[0] + b[2] <= a[0] or a[1] + a[3] <= b[1] or b[1] + b[3] <= a[1]
+    assert apart(heat[0], bars[0]) and apart(heat[0], colour_bar) and apart(colour_bar, bars[0])
+    assert all(0 <= v and v + d <= 1 for r in (heat[0], bars[0], colour_bar) for v, d in ((r[0], r[2]), (r[1], r[3])))
+    assert plots.layout(2)[0][1] * plots.DPI > 500

@@ -2,7 +2,8 @@
 
 `attention_explorer(mh, h, window_text)` shows one figure: on top each head's weights as a
 heatmap (row: the position that looks, column: the position it looks at; the future the mask
-hides stays empty), below it the highlighted row as bars with their numbers. In JupyterLab a
+hides stays empty), below it the highlighted row as bars with their numbers (a single head's
+bars go beside its heatmap, which keeps its picture compact). In JupyterLab a
 slider picks the row. Where no widget front end runs (nbconvert, nbgrader autograde, feedback
 HTML) the same figure stays behind as a plain PNG.
 
@@ -49,9 +50,28 @@ def head_weights(mh, h, window=0):
         return torch.stack([head.weights[window] for head in mh.heads]).float()
 
 
+ONE_SIDE = 3.4          # one head: its heatmap and its bars side by side, squares this wide
+ONE_BOTTOM = 0.75       # under them: the letters, the position numbers and "looks at"
+ONE_BETWEEN = 0.95      # colour bar to bars: the colour bar's numbers and label
+
+
+def layout_one():
+    """layout(1): the heatmap and its bars side by side, so one head's picture stays compact
+    (about 450 px tall, where the stacked layout of several heads is 760)."""
+    side, cb_length = ONE_SIDE, CB_LENGTH * ONE_SIDE
+    cb_thick, cb_left = cb_length / CB_ASPECT, LEFT + side + CB_PAD * side
+    bars_left = cb_left + cb_thick + ONE_BETWEEN
+    width, height = bars_left + side + 0.2, TOP + side + ONE_BOTTOM
+    rect = lambda x, y, w, h: [x / width, y / height, w / width, h / height]  # noqa: E731
+    return ((width, height), [rect(LEFT, ONE_BOTTOM, side, side)], [rect(bars_left, ONE_BOTTOM, side, side)],
+            rect(cb_left, ONE_BOTTOM + (side - cb_length) / 2, cb_thick, cb_length))
+
+
 def layout(n):
     """Figure size and the [left, bottom, width, height] rectangles (figure fractions) of the
-    n heatmaps, the n bar charts under them and the colour bar."""
+    n heatmaps, the n bar charts under them (beside it for one head) and the colour bar."""
+    if n == 1:
+        return layout_one()
     width = HEAD_WIDTH * n + 1
     # Across: LEFT, the n squares with a GAP between two (the heads' span), CB_PAD * span, the
     # colour bar (CB_LENGTH * side long, 1 / CB_ASPECT of that thick), RIGHT. Solved for side:

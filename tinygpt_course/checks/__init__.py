@@ -26,5 +26,7 @@ class CheckFailed(AssertionError):
     traceback) sees one short paragraph, not the checks' own source and paths.
     """
 
+    repeat_of = None    # the check whose cell, above, said the same mistake in full
+
     def _render_traceback_(self):
         return paragraph(f"Check failed: {self}").splitlines()

@@ -2,6 +2,8 @@
 
 What they record is raw: an exception's type name and text, never a verdict about it.
 """
+import contextlib
+
 from ..config import SIZES
 
 
@@ -75,3 +77,29 @@ def forward_record(m, x, rec, prefix, hooks=()):
     finally:
         for hook in hooks:
             hook.remove()
+
+
+@contextlib.contextmanager
+def watching(rec, prefix=""):
+    """Record how the block's code uses two tensor operations that are easy to misuse, as raw
+    observations: rec[prefix + 'masked_fill_calls'], how often masked_fill (which returns a new
+    tensor, it is not in place) was called, and rec[prefix + 'T_dims'], the number of dimensions
+    of every tensor whose `.T` was taken (on more than 2 it reverses every dimension)."""
+    import torch
+    base = torch._C.TensorBase
+    calls, dims = [0], []
+
+    def masked_fill(self, *args, **kwargs):
+        calls[0] += 1
+        return base.masked_fill(self, *args, **kwargs)
+
+    def transposed(self):
+        dims.append(self.dim())
+        return base.T.__get__(self)
+
+    torch.Tensor.masked_fill, torch.Tensor.T = masked_fill, property(transposed)
+    try:
+        yield
+    finally:
+        del torch.Tensor.masked_fill, torch.Tensor.T
+        rec[prefix + "masked_fill_calls"], rec[prefix + "T_dims"] = calls[0], dims

@@ -36,6 +36,7 @@ from .protocol import Kind, Verdict
 STEP_SECONDS = 10        # a step (or a check's run of the learner's code) longer than this is stopped
 _latest = {}             # lesson name -> its last Printout in this kernel
 _too_slow = []           # (lesson name, the learner's objects) that ran out of time once
+_reported = []           # (lesson name, the learner's objects, mistake id, the check that said it)
 
 
 @functools.lru_cache(maxsize=None)
@@ -114,14 +115,14 @@ def _slow(lesson, ns):
 def verdict(lesson, check_id, ns):
     """The Verdict of one check for the names in ns (the learner's MultiHead, embed, xb, ...)."""
     if _slow(lesson, ns):
-        return Verdict.fail(Kind.FORWARD_ERROR, slow())
+        return Verdict.fail(Kind.FORWARD_ERROR, slow(), "too_slow")
     extract = importlib.import_module(lesson.extract_module).extract
     try:
         with time_limit(STEP_SECONDS):
             rec = extract(ns, lesson.default_seed)
     except OutOfTime:
         _too_slow.append((lesson.name, tuple(ns.values())))
-        return Verdict.fail(Kind.FORWARD_ERROR, slow())
+        return Verdict.fail(Kind.FORWARD_ERROR, slow(), "too_slow")
     return lesson.verdict(check_id, rec, reference(lesson.name))
 
 
@@ -139,6 +140,18 @@ def check_in(lesson, check_id, notebook_globals, names, free=()):
     check(lesson, check_id, ns, free)
 
 
+def first_report(lesson, ns, mistake, check_id):
+    """The check that first reported `mistake` for these very objects in this kernel (check_id
+    itself when none did, or when it is check_id's own report run again)."""
+    objects = tuple(ns.values())
+    for name, objs, said, first in _reported:
+        if name == lesson.name and said == mistake and len(objs) == len(objects) \
+                and all(a is b for a, b in zip(objs, objects)):
+            return first
+    _reported.append((lesson.name, objects, mistake, check_id))
+    return check_id
+
+
 def check(lesson, check_id, ns, free=()):
     """Print a tick and the message, or raise CheckFailed naming the likely mistake.
 
@@ -149,6 +162,12 @@ def check(lesson, check_id, ns, free=()):
     v = verdict(lesson, check_id, ns)
     lines = lesson.checks[check_id]
     if not v.passed:
+        first = first_report(lesson, ns, v.mistake, check_id)
+        if first != check_id:    # Validate shows every failing cell: one message per mistake
+            failed = CheckFailed(f"[{lines}] the same mistake as the check `{first}` above: "
+                                 f"{lesson.all_mistakes.get(v.mistake, v.mistake)}.")
+            failed.repeat_of = first
+            raise failed
         raise CheckFailed(f"[{lines}] {v.message}")
     problem = printout_problem(lesson, check_id, ns, free)
     if problem:
@@ -304,8 +323,10 @@ class Printout:
 def explain_numbers(printout, free=(), what="weight lines"):
     """Say how the lines the runner printed, and only those, compare with the documented ones.
 
-    `free` are the labels of the lines whose numbers depend on the order in which the learner's
-    code draws random numbers (`what` names them)."""
+    Every printed line that differs is shown beside the documented one, with the checks that
+    judge it and what they say with this very code; a differing line is never called right.
+    `free` are the labels of the lines whose numbers also depend on the order in which the
+    learner's code draws random numbers (`what` names them)."""
     if printout is None or not (printout.lines or printout.failed):
         print("Nothing was printed above: run the cell above first.")
         return
@@ -313,41 +334,48 @@ def explain_numbers(printout, free=(), what="weight lines"):
     doc = {label(line): line for line in documented(lesson.name)}
     printed = {label(line): (line, ids) for line, ids in printout.lines}
     missing = [lab for lab in doc if lab not in printed]
-    wrong = [line for lab, (line, _) in printed.items() if lab not in free and doc.get(lab, line) != line]
-    shown = [lab for lab in free if lab in printed]
-    same = all(printed[lab][0] == doc.get(lab) for lab in shown)
-    if not (missing or wrong) and same:
+    differ = [(lab, line, ids) for lab, (line, ids) in printed.items() if lab in doc and doc[lab] != line]
+    if not (missing or differ):
         print(f"\u2713 your {len(printed)} lines are the documented ones.")
         return
     said = []
-    if wrong:
-        said.append("These printed lines differ from the documented ones: "
-                    + "; ".join(f"`{line}` (documented: `{doc[label(line)]}`)" for line in wrong)
-                    + ". The checks below say what to fix.")
-    if shown and same:
-        said.append(f"\u2713 your {what} are the documented ones.")
-    elif shown and _passes(printout, {cid for lab in shown for cid in printed[lab][1]}):
-        said.append(f"Your {what} differ from the documented ones, and that is fine: your code "
-                    "draws its random numbers in another order than the lesson's solution (for "
-                    "example another layer first, or an extra random draw), so your layers start "
-                    "from other random weights. With the same starting weights your code gives "
-                    "exactly the solution's numbers, and that is what the checks test.")
-    elif shown:
-        said.append(f"Your {what} differ from the documented ones: the checks below say what to fix.")
     if missing:
         which = f" ({', '.join(f'`{m}`' for m in missing)})" if len(missing) <= 4 else ""
-        said.insert(0, f"The printout above could not print {len(missing)} of its {len(doc)} lines{which}: "
-                       "the messages under it and the checks below say what to fix."
-                       + (" About the lines it printed:" if said else ""))
-    print("\n".join(paragraph(s) for s in said))
+        said.append(paragraph(f"The printout above could not print {len(missing)} of its {len(doc)} lines{which}: "
+                              "the messages under it and the checks below say what to fix."))
+    if differ:
+        said.append(f"{len(differ)} printed line{'s differ' if len(differ) > 1 else ' differs'} from the "
+                    "documented printout:")
+    told = set()    # a mistake said once: the next lines it explains point back to it
+    for lab, line, ids in differ:
+        judged = ", ".join(f"`{cid}`" for cid in ids) or "no check"
+        verdicts = _verdicts(printout, ids)
+        failed = [v for v in verdicts or () if not v.passed]
+        if verdicts is None:
+            how = f"judged by {judged}: the checks below say what to fix."
+        elif failed and failed[0].message in told:
+            how = f"judged by {judged}, which fails with fixed starting weights: the mistake said above."
+        elif failed:
+            told.add(failed[0].message)
+            how = f"judged by {judged}, which fails with fixed starting weights: {failed[0].message}"
+        elif lab in free:
+            how = (f"judged by {judged}, which runs your class with fixed starting weights and passes: "
+                   f"these numbers also follow the random weights your code drew (another layer first, "
+                   f"or an extra random draw, gives other {what}), so the check is what counts here.")
+        else:
+            how = (f"judged by {judged}, which passes with fixed starting weights, while your printout "
+                   "differs: the check's cell below says why.")
+        said += [f"  yours:      {line}", f"  documented: {doc[lab]}", paragraph(how, indent="  ")]
+    print("\n".join(said))
 
 
-def _passes(printout, check_ids):
+def _verdicts(printout, check_ids):
+    """The verdicts of check_ids for the objects the printout ran, or None when they are gone."""
     try:
         ns = printout.namespace()
     except NameError:
-        return False
-    return all(verdict(printout.lesson, cid, ns).passed for cid in sorted(check_ids))
+        return None
+    return [verdict(printout.lesson, cid, ns) for cid in sorted(check_ids)]
 
 
 class InKernel:

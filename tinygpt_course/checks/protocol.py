@@ -25,6 +25,7 @@ the two sets agree before it grades anything.
 """
 import enum
 import importlib
+import re
 from dataclasses import dataclass
 
 from ..config import SIZES
@@ -59,21 +60,46 @@ class Kind(str, enum.Enum):
     NO_RESULT = "no_result"            # grading only: the re-run gave nothing to judge
 
 
+# The mistakes the shared steps name (every lesson's Lesson.mistakes adds its own). A mistake id
+# names the cause, lowercase snake_case, and is stable: hint ladders and the class report key on it.
+SHARED_MISTAKES = {
+    "unanswered": "the released stub (raise NotImplementedError()) is still there",
+    "build_error": "building the learner's class raised an error",
+    "forward_error": "forward (or generate) raised an error, or gave no tensor",
+    "no_result": "grading's re-run gave nothing to judge (crash, time-out, missing answer cell)",
+    "too_slow": "the learner's code ran longer than a check allows (a loop that never ends)",
+    "ignores_last_letter": "changing the last letter did not change the last position's output",
+    "dropout_on": "something random (dropout with p > 0) runs in forward: two runs on one input differ",
+}
+# the shared kinds whose mistake is the kind itself when a judge names none
+_KIND_MISTAKES = {Kind.UNANSWERED: "unanswered", Kind.BUILD_ERROR: "build_error",
+                  Kind.FORWARD_ERROR: "forward_error", Kind.NO_RESULT: "no_result"}
+MISTAKE_ID = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """One check's result: passed or not, a message in the learner's terms, and its kind."""
+    """One check's result: passed or not, a message in the learner's terms, its kind, and for a
+    failure the mistake it names (a stable id: ``Lesson.mistakes`` or ``SHARED_MISTAKES``)."""
     passed: bool
     message: str
     kind: Kind
+    mistake: str = None
 
     @classmethod
     def ok(cls, message):
         return cls(True, message, Kind.PASSED)
 
     @classmethod
-    def fail(cls, kind, message):
+    def fail(cls, kind, message, mistake=None):
+        """A failed check. `mistake` may be left out only for the shared kinds (unanswered,
+        build_error, forward_error, no_result), whose mistake is the kind's own id."""
+        kind = Kind(kind)
         assert kind is not Kind.PASSED
-        return cls(False, message, Kind(kind))
+        mistake = mistake or _KIND_MISTAKES.get(kind)
+        if not (isinstance(mistake, str) and MISTAKE_ID.match(mistake)):
+            raise ValueError(f"a failed Verdict names its mistake as a snake_case id, not {mistake!r}")
+        return cls(False, message, kind, mistake)
 
 
 # --- what every judge compares records with (trusted; torch is imported where it is used) ------
@@ -108,6 +134,14 @@ class Lesson:
     task_class = ""      # the class the learner completes, as messages name it: "MultiHead"
     build_args = ""      # how the lesson builds it: "16" for Head(16)
     methods = "__init__ and forward"   # what the learner completes in it
+    mistakes = {}        # mistake id -> what it is, one line: every id this lesson's judge names
+
+    shape_checks = ("shapes", "weight_count")   # checks that compare no numbers: dropout spoils none
+
+    @property
+    def all_mistakes(self):
+        """Every mistake id a verdict of this lesson can name: the shared steps' and its own."""
+        return {**SHARED_MISTAKES, **self.mistakes}
 
     @property
     def unanswered(self):
@@ -142,7 +176,25 @@ class Lesson:
         if problem and (check_id == "weight_count" or problem.kind is not Kind.UNREGISTERED
                         or ("out" not in rec and "error" not in rec)):
             return problem
+        if check_id not in self.shape_checks:
+            problem = self.random_problem(rec)
+            if problem:
+                return problem
         return getattr(self, "_" + check_id)(rec, ref)
+
+    def random_problem(self, rec, key="out"):
+        """Two runs on the same input (rec[key], rec['again_' + key]) gave different numbers:
+        something random is left on in forward, dropout most likely. A failed Verdict, or None."""
+        import torch
+        a, b = rec.get(key), rec.get("again_" + key)
+        if torch.is_tensor(a) and torch.is_tensor(b) and a.shape == b.shape \
+                and not torch.allclose(a, b, atol=ATOL, equal_nan=True):
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                f"two runs of your {self.task_class} on the same input gave different numbers: something "
+                "random runs in forward, most likely dropout (nn.Dropout with p > 0 zeroes random "
+                "numbers while the model trains). The lesson's model has no dropout: leave it out, or "
+                "make it nn.Dropout(0.0)."), "dropout_on")
+        return None
 
     def forward_raised(self, rec, prefix=""):
         """The forward pass raised (rec[prefix + 'error']): the stub's NotImplementedError is
@@ -153,15 +205,17 @@ class Lesson:
             return Verdict.fail(Kind.UNANSWERED, self.unanswered)
         return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {quote(rec[prefix + 'error'])}")
 
-    def causal(self, out, changed_out, mixes):
+    def causal(self, out, changed_out, mixes, mistake="sees_the_future"):
         """Changing the last letter of every window (changed_out) must leave the earlier
         positions' outputs as they are and change the last one's. `mixes` tells the learner
-        what mixes positions in this lesson."""
+        what mixes positions in this lesson, `mistake` names it."""
         last = SIZES.last
         if not close(out[:, :last], changed_out[:, :last]):
-            return Verdict.fail(Kind.NOT_CAUSAL, "changing the last letter changed earlier positions: " + mixes)
+            return Verdict.fail(Kind.NOT_CAUSAL, "changing the last letter changed earlier positions: " + mixes,
+                                mistake)
         if close(out[:, last], changed_out[:, last]):
-            return Verdict.fail(Kind.NOT_CAUSAL, "changing the last letter did not change the last position's output.")
+            return Verdict.fail(Kind.NOT_CAUSAL, "changing the last letter did not change the last position's output.",
+                                "ignores_last_letter")
         return Verdict.ok(f"change position {last}: positions 0-{last - 1} stay the same | position {last} changes")
 
     def verdict(self, check_id, rec, ref):

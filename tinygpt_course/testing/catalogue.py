@@ -12,6 +12,8 @@ cell. The header says what grading and the checks must make of it::
     # says: nn.ModuleList([...])               optional: words Validate must say (default: the
                                                first `fails` line's words)
     # runner: kept no attention weights        optional: words the runner's failing step says
+    # mistake: plain_list                      a mistake's id (Verdict.mistake): the verdict of
+                                               each `fails` check names it
 
 The file's name (its stem) is the student's id when a class of them is graded.
 """
@@ -23,7 +25,7 @@ from ..checks.protocol import Kind
 from .course import REPO
 
 FOLDER = REPO / "tests" / "catalogue"
-KEYS = ("expect", "why", "notebook", "fails", "says", "runner")
+KEYS = ("expect", "why", "notebook", "fails", "says", "runner", "mistake")
 SORTS = ("crash", "tampering", "attack", "spoofed")   # a why starting "<sort>:" is not a plain answer
 HEADER = re.compile(r"^# (\w+): (.*)$")
 
@@ -47,6 +49,7 @@ class Answer:
     fails: tuple = ()         # Fails, in the file's order
     says: str = None
     runner: str = None
+    mistake: str = None       # the mistake id its failing verdicts name
 
     @property
     def sort(self):

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 layer_norms=0 residuals=0 causal=1
 # why: post-norm
+# mistake: no_ln1
 # fails: layer_norms wrong_value: gets x itself
 class Block(nn.Module):
     '''A transformer block: attention, then feed-forward, each added to its input.'''

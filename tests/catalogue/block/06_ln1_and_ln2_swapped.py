@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 layer_norms=0 residuals=2 causal=1
 # why: ln1 and ln2 swapped
+# mistake: norms_swapped
 # fails: layer_norms wrong_value: swapped
 class Block(nn.Module):
     '''A transformer block: attention, then feed-forward, each added to its input.'''

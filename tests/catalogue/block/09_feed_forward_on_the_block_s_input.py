@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 layer_norms=0 residuals=2 causal=1
 # why: feed-forward on the block's input
+# mistake: ffwd_on_input
 # fails: layer_norms wrong_value: of the block's input
 class Block(nn.Module):
     '''A transformer block: attention, then feed-forward, each added to its input.'''

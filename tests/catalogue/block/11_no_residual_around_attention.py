@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 layer_norms=0 residuals=0 causal=1
 # why: no residual around attention
+# mistake: no_residual_sa
 # fails: residuals wrong_value: residual is missing
 class Block(nn.Module):
     '''A transformer block: attention, then feed-forward, each added to its input.'''

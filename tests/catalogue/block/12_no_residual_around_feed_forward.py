@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 layer_norms=2 residuals=0 causal=1
 # why: no residual around feed-forward
+# mistake: no_residuals
 # fails: residuals wrong_value: feed-forward's output alone
 class Block(nn.Module):
     '''A transformer block: attention, then feed-forward, each added to its input.'''

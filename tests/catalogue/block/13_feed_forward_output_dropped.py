@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 layer_norms=2 residuals=0 causal=1
 # why: feed-forward output dropped
+# mistake: ffwd_output_dropped
 # fails: residuals wrong_value: never added
 class Block(nn.Module):
     '''A transformer block: attention, then feed-forward, each added to its input.'''

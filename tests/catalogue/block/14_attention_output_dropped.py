@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 layer_norms=0 residuals=0 causal=1
 # why: attention output dropped
+# mistake: sa_output_dropped
 # fails: residuals wrong_value: attention's output is never added
 class Block(nn.Module):
     '''A transformer block: attention, then feed-forward, each added to its input.'''

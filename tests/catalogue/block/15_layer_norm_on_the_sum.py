@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 layer_norms=2 residuals=0 causal=1
 # why: layer norm on the sum
+# mistake: norm_on_sum
 # fails: residuals wrong_value: after the additions
 class Block(nn.Module):
     '''A transformer block: attention, then feed-forward, each added to its input.'''

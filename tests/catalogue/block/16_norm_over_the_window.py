@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 layer_norms=0 residuals=2 causal=0
 # why: norm over the window
+# mistake: norm_over_window
 # fails: causal not_causal: mixes positions
 class Block(nn.Module):
     '''A transformer block: attention, then feed-forward, each added to its input.'''

@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=0 layer_norms=0 residuals=0 causal=0
 # why: no ReLU
+# mistake: no_relu
 # fails: weight_count structure: no ReLU
 class Block(nn.Module):
     '''A transformer block: attention, then feed-forward, each added to its input.'''

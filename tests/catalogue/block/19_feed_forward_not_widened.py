@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=0 layer_norms=0 residuals=0 causal=0
 # why: feed-forward not widened
+# mistake: ffwd_size
 # fails: weight_count structure: 4 x 32 = 128
 class Block(nn.Module):
     '''A transformer block: attention, then feed-forward, each added to its input.'''

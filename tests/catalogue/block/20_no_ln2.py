@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=0 layer_norms=0 residuals=0 causal=0
 # why: no ln2
+# mistake: ln_missing
 # fails: weight_count structure: no self.ln2
 # runner: no self.ln2
 class Block(nn.Module):

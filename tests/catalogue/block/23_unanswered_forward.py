@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=1 layer_norms=0 residuals=0 causal=0
 # why: unanswered forward
+# mistake: unanswered
 # fails: shapes unanswered: unanswered
 # runner: still unanswered
 class Block(nn.Module):

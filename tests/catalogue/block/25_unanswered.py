@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=0 layer_norms=0 residuals=0 causal=0
 # why: still unanswered (the released stub)
+# mistake: unanswered
 # fails: shapes unanswered: still unanswered
 # fails: weight_count unanswered: still unanswered
 # fails: layer_norms unanswered: still unanswered

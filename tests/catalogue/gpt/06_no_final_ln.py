@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 positions=1 forward=0 loss=2 generate=2
 # why: the final layer norm is created but never applied
+# mistake: no_final_ln
 # fails: forward wrong_value: self.ln_f is never applied
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 positions=1 forward=2 loss=0 generate=2
 # why: logits [B, T, 27] and targets [B, T] passed to cross_entropy without flattening
+# mistake: ce_not_flattened
 # fails: loss wrong_shape: Flatten both: logits.view(256, 27)
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 positions=1 forward=2 loss=0 generate=2
 # why: the logits are flattened, the targets are not
+# mistake: targets_not_flattened
 # fails: loss wrong_shape: flatten the targets
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 positions=1 forward=2 loss=2 generate=0
 # why: generate takes the most likely letter (argmax) instead of drawing
+# mistake: argmax
 # fails: generate wrong_value: most likely letter (argmax)
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 positions=1 forward=2 loss=2 generate=0
 # why: generate gives the model the whole context, never cropped to the window
+# mistake: context_not_cropped
 # fails: generate wrong_value: contexts of up to 15 letters
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 positions=0 forward=2 loss=2 generate=2
 # why: positions fixed at arange(block_size): right for windows of 8, fails for shorter ones
+# mistake: positions_from_block_size
 # fails: positions forward_error: torch.arange(T) with T = idx.shape[1]
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""

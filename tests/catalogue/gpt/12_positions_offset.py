@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 positions=0 forward=2 loss=2 generate=2
 # why: positions that do not follow the sequence: a shorter window gets the last positions (block_size - T onwards)
+# mistake: positions_offset
 # fails: positions wrong_value: pos_emb was given positions [3, 4, 5, 6, 7]
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 positions=1 forward=2 loss=2 generate=0
 # why: generate draws from the raw scores (no softmax): multinomial fails on negative numbers
+# mistake: no_softmax
 # fails: generate forward_error: multinomial got negative numbers
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 positions=1 forward=2 loss=2 generate=0
 # why: generate draws without the generator it is given
+# mistake: generator_ignored
 # fails: generate wrong_value: seeded alike gave different letters
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 positions=1 forward=2 loss=2 generate=0
 # why: generate draws from the first position's scores instead of the last
+# mistake: draws_wrong
 # fails: generate wrong_value: logits[:, -1, :]
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""

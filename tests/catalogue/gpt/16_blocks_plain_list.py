@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=0 positions=1 forward=0 loss=2 generate=2
 # why: blocks in a plain Python list: PyTorch sees neither their weights nor trains them
+# mistake: plain_list
 # fails: weight_count structure: plain Python list
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 positions=1 forward=2 loss=0 generate=2
 # why: cross_entropy with reduction='sum': the loss grows with the batch
+# mistake: loss_reduction
 # fails: loss wrong_value: reduction='sum'
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=0 positions=1 forward=0 loss=2 generate=2
 # why: the output layer without its bias
+# mistake: lm_head_no_bias
 # fails: weight_count structure: no bias
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""

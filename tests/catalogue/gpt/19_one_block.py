@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=0 positions=1 forward=0 loss=2 generate=2
 # why: one block instead of n_layer = 2
+# mistake: block_count
 # fails: weight_count structure: holds 1 blocks
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""

@@ -1,6 +1,7 @@
 # expect: shapes=1 weight_count=1 positions=0 forward=0 loss=2 generate=2
 # why: no position embedding added: every position looks the same to the blocks
-# fails: positions wrong_value: token embedding + position embedding
+# mistake: no_positions
+# fails: positions wrong_value: pos_emb is never used
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""
 

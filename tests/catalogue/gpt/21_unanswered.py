@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=0 positions=0 forward=0 loss=0 generate=0
 # why: the released stub, unanswered
+# mistake: unanswered
 # fails: shapes unanswered: still unanswered
 class GPT(nn.Module):
     """The tiny GPT: embeddings, n_layer blocks, a final layer norm, one score per next symbol."""

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 rows_and_mask=1 attention_weights=0 out_is_weighted_values=1 causal=1
 # why: no scale
+# mistake: no_scale
 # fails: attention_weights wrong_value: not scaled
 class Head(nn.Module):
     '''One head of causal self-attention.'''

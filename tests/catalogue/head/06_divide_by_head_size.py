@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 rows_and_mask=1 attention_weights=0 out_is_weighted_values=1 causal=1
 # why: divide by head_size
+# mistake: scale_not_sqrt
 # fails: attention_weights wrong_value: divided by 16
 class Head(nn.Module):
     '''One head of causal self-attention.'''

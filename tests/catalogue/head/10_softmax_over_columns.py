@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 rows_and_mask=0 attention_weights=0 out_is_weighted_values=1 causal=0
 # why: softmax over columns
+# mistake: softmax_axis
 # fails: rows_and_mask wrong_value: wrong dimension
 class Head(nn.Module):
     '''One head of causal self-attention.'''

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 rows_and_mask=0 attention_weights=0 out_is_weighted_values=1 causal=0
 # why: mask filled with 0
+# mistake: mask_fill_zero
 # fails: rows_and_mask not_causal: exp(0) = 1
 class Head(nn.Module):
     '''One head of causal self-attention.'''

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 rows_and_mask=0 attention_weights=0 out_is_weighted_values=1 causal=0
 # why: triu mask
+# mistake: triu_mask
 # fails: rows_and_mask wrong_value: hides the past
 class Head(nn.Module):
     '''One head of causal self-attention.'''

@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=0 rows_and_mask=0 attention_weights=0 out_is_weighted_values=0 causal=0
 # why: mask as a Parameter
+# mistake: mask_parameter
 # fails: weight_count structure: nn.Parameter
 class Head(nn.Module):
     '''One head of causal self-attention.'''

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=0 rows_and_mask=1 attention_weights=2 out_is_weighted_values=1 causal=1
 # why: mask as a plain tensor
+# mistake: mask_unregistered
 # fails: weight_count unregistered: plain tensor attribute
 class Head(nn.Module):
     '''One head of causal self-attention.'''

@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=1 rows_and_mask=0 attention_weights=0 out_is_weighted_values=0 causal=1
 # why: weights not kept
+# mistake: weights_not_kept
 # fails: shapes wrong_value: kept no attention weights
 # runner: kept no attention weights
 class Head(nn.Module):

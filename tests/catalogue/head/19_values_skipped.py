@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 rows_and_mask=1 attention_weights=2 out_is_weighted_values=0 causal=1
 # why: values skipped
+# mistake: values_not_averaged
 # fails: out_is_weighted_values wrong_value: value(x) itself
 class Head(nn.Module):
     '''One head of causal self-attention.'''

@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=1 rows_and_mask=1 attention_weights=2 out_is_weighted_values=0 causal=1
 # why: x averaged
+# mistake: x_averaged
 # fails: shapes wrong_shape: averaged x itself
 # runner: averaged x itself
 class Head(nn.Module):

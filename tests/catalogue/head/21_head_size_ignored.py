@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=0 rows_and_mask=0 attention_weights=0 out_is_weighted_values=0 causal=0
 # why: head size ignored
+# mistake: layer_size
 # fails: shapes structure: self.query maps 32 numbers to 32
 class Head(nn.Module):
     '''One head of causal self-attention.'''

@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=1 rows_and_mask=0 attention_weights=0 out_is_weighted_values=0 causal=0
 # why: unanswered forward
+# mistake: unanswered
 # fails: causal unanswered: unanswered
 class Head(nn.Module):
     '''One head of causal self-attention.'''

@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=0 rows_and_mask=0 attention_weights=0 out_is_weighted_values=0 causal=0
 # why: still unanswered (the released stub)
+# mistake: unanswered
 # fails: shapes unanswered: still unanswered
 # fails: weight_count unanswered: still unanswered
 # fails: rows_and_mask unanswered: still unanswered

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=0 out_is_proj=2 attention_weights=2 causal=1
 # why: heads in a plain list: parameters() sees 1056 weights, not 4128
+# mistake: plain_list
 # fails: weight_count structure: 1056 weights to learn, not 4128
 # says: nn.ModuleList([...])
 class MultiHead(nn.Module):

@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=1 out_is_proj=0 attention_weights=0 causal=0
 # why: joined along dim=1 (the positions)
+# mistake: cat_wrong_dim
 # fails: shapes wrong_shape: wrong dimension
 # says: joined along the wrong dimension
 # runner: joined along the wrong dimension

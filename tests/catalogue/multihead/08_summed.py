@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=1 out_is_proj=0 attention_weights=0 causal=0
 # why: heads added instead of joined
+# mistake: heads_summed
 # says: added or averaged
 # runner: added or averaged
 class MultiHead(nn.Module):

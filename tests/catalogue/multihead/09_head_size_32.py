@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=0 out_is_proj=0 attention_weights=0 causal=0
 # why: heads of the wrong size (32 each, and a projection from 64)
+# mistake: head_size
 # fails: shapes structure: Use Head(16)
 class MultiHead(nn.Module):
     def __init__(self):

@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=0 out_is_proj=0 attention_weights=0 causal=0
 # why: the projection is missing
+# mistake: proj_missing
 # fails: shapes structure: no self.proj
 # runner: no self.proj
 class MultiHead(nn.Module):

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 out_is_proj=0 attention_weights=0 causal=1
 # why: head 1 run twice, head 2 never
+# mistake: heads_not_each_once
 # fails: out_is_proj wrong_value: ran the heads [1, 1]
 # says: forward ran the heads [1, 1]
 # runner: kept no attention weights

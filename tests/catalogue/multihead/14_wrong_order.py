@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 out_is_proj=0 attention_weights=2 causal=1
 # why: heads joined in the wrong order
+# mistake: heads_wrong_order
 # says: joined in the wrong order
 class MultiHead(nn.Module):
     def __init__(self):

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 out_is_proj=0 attention_weights=2 causal=1
 # why: an extra activation after the projection
+# mistake: activation_after_proj
 # fails: out_is_proj wrong_value: extra ReLU after
 # says: extra ReLU after the projection
 class MultiHead(nn.Module):

@@ -1,5 +1,6 @@
 # expect: shapes=1 weight_count=1 out_is_proj=0 attention_weights=2 causal=1
 # why: an extra activation before the projection
+# mistake: activation_before_proj
 # fails: out_is_proj wrong_value: extra tanh before
 # says: extra tanh before the projection
 class MultiHead(nn.Module):

@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=0 out_is_proj=0 attention_weights=0 causal=0
 # why: crash: a syntax error
+# mistake: no_result
 # says: syntax error on its line 4
 class MultiHead(nn.Module):
     def __init__(self):

@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=0 out_is_proj=0 attention_weights=0 causal=0
 # why: crash: an endless loop in forward (per-cell timeout, paid once)
+# mistake: too_slow
 # says: did not finish within
 # runner: did not finish within
 class MultiHead(nn.Module):

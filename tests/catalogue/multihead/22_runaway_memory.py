@@ -1,5 +1,6 @@
 # expect: shapes=0 weight_count=0 out_is_proj=0 attention_weights=0 causal=0
 # why: crash: runaway memory in __init__
+# mistake: build_error
 # says: allocate
 # runner: allocate
 class MultiHead(nn.Module):

@@ -36,30 +36,53 @@ def fixed_state(seed):
     return state
 
 
+def feed_forward(ffwd):
+    """(the nn.Sequential of the feed-forward, the name it has inside self.ffwd): ffwd itself
+    ("") or, for a wrapper class like the lecture's FeedFoward, its one child module holding
+    every weight (self.net); (None, None) for anything else."""
+    if isinstance(ffwd, nn.Sequential):
+        return ffwd, ""
+    children = list(ffwd.named_children()) if isinstance(ffwd, nn.Module) else []
+    if len(children) == 1 and isinstance(children[0][1], nn.Sequential) \
+            and not list(ffwd.parameters(recurse=False)):
+        return children[0][1], children[0][0]
+    return None, None
+
+
 def describe(m):
     """How a Block object stores its layers, as raw observations."""
     s = {"params": [[name, list(p.shape)] for name, p in m.named_parameters()], "ffwd_layers": None}
     for name in ("sa", "ffwd") + NORMS:
         layer = getattr(m, name, None)
         s[name + "_type"] = None if layer is None else type(layer).__name__
-    ffwd = getattr(m, "ffwd", None)
-    if isinstance(ffwd, nn.Sequential):
+    seq, s["ffwd_inner"] = feed_forward(getattr(m, "ffwd", None))
+    if seq is not None:
         s["ffwd_layers"] = [[type(layer).__name__, layer.in_features, layer.out_features]
-                            if isinstance(layer, nn.Linear) else [type(layer).__name__] for layer in ffwd]
+                            if isinstance(layer, nn.Linear) else [type(layer).__name__, float(layer.p)]
+                            if isinstance(layer, nn.Dropout) else [type(layer).__name__] for layer in seq]
     for ln in NORMS:
         layer = getattr(m, ln, None)
         s[ln + "_shape"] = list(layer.normalized_shape) if isinstance(layer, nn.LayerNorm) else None
+    s["norms_shared"] = getattr(m, "ln1", None) is not None and getattr(m, "ln1", None) is getattr(m, "ln2", None)
     return s
+
+
+def lesson_name(name, inner):
+    """A parameter's name as the lesson's spec has it: ffwd.net.0.weight -> ffwd.0.weight."""
+    return "ffwd." + name[len(f"ffwd.{inner}."):] if inner and name.startswith(f"ffwd.{inner}.") else name
 
 
 def loadable(s):
     """Can the fixed weights be loaded? (the parameters are exactly the spec's)"""
-    return sorted(s["params"]) == sorted([name, list(shape)] for name, shape, _ in weight_spec())
+    mine = [[lesson_name(name, s.get("ffwd_inner")), shape] for name, shape in s["params"]]
+    return sorted(mine) == sorted([name, list(shape)] for name, shape, _ in weight_spec())
 
 
 def load_fixed_weights(m, seed):
-    for name, tensor in fixed_state(seed).items():
-        m.get_parameter(name).copy_(tensor)
+    inner = feed_forward(getattr(m, "ffwd", None))[1]
+    state = fixed_state(seed)
+    for name, p in m.named_parameters():
+        p.copy_(state[lesson_name(name, inner)])
 
 
 def _run(m, x, rec, prefix):
@@ -88,6 +111,7 @@ def extract(ns, seed):
         x = embed(xb)
         rec["x"] = x.detach().clone()
         _run(m, x, rec, "")
+        forward_record(m, x, rec, "again_")      # two runs differ when dropout is left on
         _run(m, embed(changed_last_letter(xb)), rec, "changed_")
 
     return run_fixed(ns["Block"], describe, loadable, load_fixed_weights, seed, measure)

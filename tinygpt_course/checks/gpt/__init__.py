@@ -9,6 +9,7 @@ from .judge import LESSON
 CheckFailed, CHECKS, Printout, check, explain_numbers = InKernel(
     LESSON,
     names=("GPT", "xb", "yb"),                              # what the checks read from the notebook
-    free=("loss before training", "untrained, it writes"),  # numbers that follow the learner's draw order
+    free=("loss before training", "untrained, it writes",   # numbers that follow the learner's draw order
+          "output layer gets, window 0 position 7"),        # and its initialisation (std 0.02: 0.99)
     what="loss and untrained letters",
 ).exports()

@@ -60,7 +60,11 @@ def load_fixed_weights(m, seed):
 def describe(m):
     """How a GPT object stores its layers, as raw observations."""
     blocks = getattr(m, "blocks", None)
+    by_tensor = {}   # parameter names that are one tensor (weight tying) stay together
+    for name, p in m.named_parameters(remove_duplicate=False):
+        by_tensor.setdefault(id(p), []).append(name)
     return {"params": [[name, list(p.shape)] for name, p in m.named_parameters()],
+            "shared": [names for names in by_tensor.values() if len(names) > 1],
             "types": {a: type(getattr(m, a, None)).__name__
                       for a in ("token_emb", "pos_emb", "blocks", "ln_f", "lm_head")},
             "block_types": [type(b).__name__ for b in blocks]
@@ -195,6 +199,7 @@ def extract(ns, seed):
 
     def measure(m, rec):
         _forward(m, rec, "", xb)
+        _forward(m, rec, "again_", xb)               # two runs differ when dropout is left on
         _forward(m, rec, "short_", xb[:, :SHORT])
         calls = []
         _with_cross_entropy_recorded(calls, lambda: _forward(m, rec, "train_", xb, yb))

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ...config import SIZES
-from ..common import changed_last_letter, forward_record, run_fixed
+from ..common import changed_last_letter, forward_record, run_fixed, watching
 from ..weights import canonical_state
 
 PARTS = ("key", "query", "value")     # the task's order, which is also the order of the draws
@@ -59,19 +59,28 @@ def _run(m, x, rec, prefix):
         return hook
 
     hooks = [getattr(m, part).register_forward_hook(keep(part)) for part in PARTS]
-    forward_record(m, x, rec, prefix, hooks)
+    with watching(rec, prefix):
+        forward_record(m, x, rec, prefix, hooks)
     w = getattr(m, "weights", None)
     rec[prefix + "weights"] = w.detach().clone() if torch.is_tensor(w) else None
     for key, value in seen.items():
         rec[prefix + key] = value
 
 
+WINDOW = 5   # letters in the short window: generate gives the model windows shorter than 8
+
+
 def extract(ns, seed):
-    """Run ns['Head'] under fixed weights on ns['xb']; return the raw record."""
+    """Run ns['Head'] under fixed weights on ns['xb'], on its first WINDOW letters alone, again on
+    the same batch (two runs differ when something random, dropout, is left on) and on the
+    batch with its last letter changed; return the raw record."""
     embed, xb = ns["embed"], ns["xb"]
 
     def measure(m, rec):
-        _run(m, embed(xb), rec, "")
+        x = embed(xb)
+        _run(m, x, rec, "")
+        _run(m, x, rec, "again_")
+        _run(m, x[:, :WINDOW], rec, "short_")
         _run(m, embed(changed_last_letter(xb)), rec, "changed_")
 
     return run_fixed(ns["Head"], describe, loadable, load_fixed_weights, seed, measure, SIZES.head_size)

@@ -82,10 +82,17 @@ def extract(ns, seed):
     embed, xb = ns["embed"], ns["xb"]
 
     def measure(m, rec):
-        _run(m, embed(xb), rec, "")
+        x = embed(xb)
+        _run(m, x, rec, "")
         rec["head_weights"] = [head.weights[0].detach().clone()
                                if torch.is_tensor(getattr(head, "weights", None)) else None
                                for head in m.heads]
+        forward_record(m, x, rec, "again_")      # two runs differ when dropout is left on
+        rec["each_head_shape"] = []              # each head run on x alone, as the printout does
+        for head in m.heads:
+            one = {}
+            forward_record(head, x, one, "")
+            rec["each_head_shape"].append(list(one["out"].shape) if "out" in one else None)
         _run(m, embed(changed_last_letter(xb)), rec, "changed_")
 
     return run_fixed(ns["MultiHead"], describe, loadable, load_fixed_weights, seed, measure)

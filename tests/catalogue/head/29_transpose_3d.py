@@ -1,7 +1,7 @@
-# expect: shapes=1 weight_count=1 rows_and_mask=0 attention_weights=0 out_is_weighted_values=1 causal=0
-# why: no mask
-# fails: rows_and_mask not_causal: see the future
-# fails: causal not_causal: see the future
+# expect: shapes=0 weight_count=1 rows_and_mask=0 attention_weights=0 out_is_weighted_values=0 causal=0
+# why: k.T on a 3-D tensor
+# mistake: transpose_3d
+# fails: shapes forward_error: Swap only the last two: k.transpose(-2, -1)
 class Head(nn.Module):
     '''One head of causal self-attention.'''
 
@@ -17,7 +17,7 @@ class Head(nn.Module):
         B, T, C = x.shape
         # scaled scores, -inf above the diagonal, softmax kept in self.weights, weighted values
         k, q = self.key(x), self.query(x)                              # [B, T, head_size] each
-        scores = (q @ k.transpose(-2, -1)) * k.shape[-1] ** -0.5       # [B, T, T], scaled
-        _ = scores.masked_fill(self.tril[:T, :T] == 0, float('-inf'))  # hide the future
+        scores = (q @ k.T) * k.shape[-1] ** -0.5       # [B, T, T], scaled
+        scores = scores.masked_fill(self.tril[:T, :T] == 0, float('-inf'))  # hide the future
         self.weights = F.softmax(scores, dim=-1)                       # rows add up to 1
         return self.weights @ self.value(x)                            # [B, T, head_size]
