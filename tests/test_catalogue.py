@@ -9,6 +9,7 @@ import re
 import sqlite3
 import stat
 import subprocess
+import time
 
 import nbformat
 import pytest
@@ -76,6 +77,15 @@ def leftover_processes(course):
     return found
 
 
+def settled(find, seconds=10):
+    """What find() still finds once it has had `seconds` to empty: a process being torn down
+    when grading returns is not a leftover; one that lives on (the attack's sleeper) is."""
+    deadline = time.monotonic() + seconds
+    while (found := find()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return found
+
+
 def run_class(course, answers):
     for a in answers:
         submit(course, a.name, a.code, a.notebook)
@@ -88,7 +98,7 @@ def run_class(course, answers):
                               timeout=3600).returncode
     run = subprocess.CompletedProcess([], code, (course / "autograde.out").read_text(),
                                       (course / "autograde.err").read_text())
-    leftovers = leftover_processes(course)
+    leftovers = settled(lambda: leftover_processes(course))
     feedback = nbgrader(course, "generate_feedback", "multihead", check=False)
     return {"course": course, "run": run, "feedback": feedback, "leftovers": leftovers,
             "trusted_before": before, "trusted_after": trusted_state(course)}
