@@ -69,10 +69,11 @@ class RerunServer:
         one, or (defence off) the one kept for every job; None unsandboxed."""
         if not sandbox.enabled:
             return None
+        start = lambda: start_sandbox(sandbox, "/tmp", None, LOG, "a re-run")  # noqa: E731
         if self.fresh:
-            return start_sandbox(sandbox, "/tmp", None, LOG, "a re-run")
+            return start()
         if self.kept is None or self.kept.placeholder.poll() is not None:
-            self.kept = start_sandbox(sandbox, "/tmp", None, LOG, "a re-run")
+            self.kept = start()
         return self.kept
 
     def run(self, sandbox, job):

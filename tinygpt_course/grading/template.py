@@ -1,10 +1,10 @@
 """The grader's side of the kernel template (tinygpt_course.kernelfork, which it never imports).
 
-:func:`start_forked` puts a learner kernel in the grading sandbox without paying a kernel start:
-it starts the kernel's sandbox (bubblewrap, exactly as for a cold start, running a placeholder),
-then asks this process's kernel template to fork a kernel into it. The result,
-:class:`ForkedKernel`, stands where jupyter_client keeps its ``subprocess.Popen``; removing the
-sandbox (:meth:`ForkedKernel.close`) ends every process in it.
+:func:`start_sandbox` starts a sandbox (bubblewrap, running a placeholder) for a kernel or a
+re-run job; :func:`start_forked` then asks this process's kernel template to fork a kernel into
+it, without paying a kernel start (a cold start tells the placeholder to become the kernel). The
+result, :class:`Sandboxed`, stands where jupyter_client keeps its ``subprocess.Popen``; removing
+the sandbox (:meth:`Sandboxed.close`) ends every process in it.
 """
 import json
 import os
