@@ -1,4 +1,4 @@
-# expect: shapes=0 weight_count=1 positions=0 forward=0 loss=0 generate=2
+# expect: shapes=0 weight_count=1 positions=0 forward=0 loss=2 generate=2
 # why: the logits returned as [B, vocab, T] (the shape F.cross_entropy takes unflattened)
 # mistake: logits_shape
 # fails: shapes wrong_shape: logits should be [32, 8, 27]

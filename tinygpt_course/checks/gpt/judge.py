@@ -137,20 +137,31 @@ class GPTLesson(Lesson):
         problem = run_problem(rec)
         if problem:
             return problem
-        want, got = shape_of(ref["logits"]), shape_of(rec["logits"])
-        if got != want:
-            if got == [want[0] * want[1], want[2]]:
-                return Verdict.fail(Kind.WRONG_SHAPE, (
-                    f"forward returned logits of shape {got}: flatten only inside the cross_entropy "
-                    f"call and return the logits as {want}, one score per symbol at every position."),
-                    "logits_flattened")
-            return Verdict.fail(Kind.WRONG_SHAPE, f"logits should be {want} (windows, positions, symbols); yours are {got}.",
-                                "logits_shape")
+        want = shape_of(ref["logits"])
+        problem = self.logits_shape_problem(rec, ref)
+        if problem:
+            return problem
         if rec.get("loss_type") != "NoneType":
             return Verdict.fail(Kind.WRONG_VALUE, (
                 f"without targets, forward should return loss None; yours returned a {rec.get('loss_type')}."),
                 "loss_without_targets")
         return Verdict.ok(f"logits: {want}; loss None without targets")
+
+    @staticmethod
+    def logits_shape_problem(rec, ref):
+        """The logits' shape differs from [B, T, vocab_size]: the failed Verdict naming that cause, or
+        None. The checks that compare logits name it too: their numbers cannot be compared, and a
+        wrong shape is not the future seen nor the logits changed."""
+        want, got = shape_of(ref["logits"]), shape_of(rec["logits"])
+        if got == want:
+            return None
+        if got == [want[0] * want[1], want[2]]:
+            return Verdict.fail(Kind.WRONG_SHAPE, (
+                f"forward returned logits of shape {got}: flatten only inside the cross_entropy "
+                f"call and return the logits as {want}, one score per symbol at every position."),
+                "logits_flattened")
+        return Verdict.fail(Kind.WRONG_SHAPE, f"logits should be {want} (windows, positions, symbols); yours are {got}.",
+                            "logits_shape")
 
     def _weight_count(self, rec, ref):
         s, ref_s = rec["structure"], ref["structure"]
@@ -165,6 +176,9 @@ class GPTLesson(Lesson):
             return problem
         if rec.get("short_exception") == "NotImplementedError":
             return Verdict.fail(Kind.UNANSWERED, self.unanswered)
+        problem = self.logits_shape_problem(rec, ref)
+        if problem:
+            return problem
         n = shape_of(ref["short_logits"])[1]
         if rec.get("short_error"):
             return Verdict.fail(Kind.FORWARD_ERROR, (
@@ -197,7 +211,8 @@ class GPTLesson(Lesson):
         return Verdict.ok(f"the first {n} letters alone give the same scores as in the full window")
 
     def _forward(self, rec, ref):
-        problem = run_problem(rec) or structure_problem(rec["structure"], ref["structure"])
+        problem = (run_problem(rec) or structure_problem(rec["structure"], ref["structure"])
+                   or self.logits_shape_problem(rec, ref))
         if problem:
             return problem
         if close(rec["logits"], ref["logits"]):
@@ -269,7 +284,9 @@ class GPTLesson(Lesson):
                 if x.dim() == 2 and close(x, logits.reshape(x.shape)) and torch.equal(y.flatten(), target.flatten()):
                     if call.get("reduction") == "mean":
                         return Verdict.ok("the loss is F.cross_entropy of your logits and the targets")
-                if (x.dim() == 3 and close(x, logits.transpose(1, 2)) and torch.equal(y.flatten(), target.flatten())
+                # logits kept as [B, vocab, T], the shape cross_entropy takes unflattened (the shapes
+                # check names the shape): x is then the logits themselves
+                if (x.dim() == 3 and x.shape[1] == V and (close(x, logits) or close(x, logits.transpose(1, 2))) and torch.equal(y.flatten(), target.flatten())
                         and call.get("reduction") == "mean"):
                     return Verdict.ok("the loss is F.cross_entropy of your logits and the targets")
         return self._loss_diagnosis(rec, calls, ref_call) or Verdict.fail(Kind.WRONG_VALUE, (
