@@ -180,6 +180,12 @@ def test_the_hint_box_keeps_the_rungs_used_and_grading_drops_them():
     nb = nbformat.v4.new_notebook()
     nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
         "state": {box.model_id: {"state": box.get_state()}}}}
+    forged = {"state": {"tinygpt_hints": {"lesson": "head", "check": "<img src=x onerror=alert(1)>",
+                                          "mistake": "matmul_shapes", "rungs": [1]}}}
+    nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]["forged"] = forged
+    nb.metadata["tinygpt"] = {"lesson": "head"}
     nb, _ = SanitizeOutputs().preprocess(nb, {})
-    assert "widgets" not in nb.metadata
+    assert "widgets" not in nb.metadata     # the markup goes; the rungs used stay, as checked data
+    assert nb.metadata["tinygpt"]["hints_used"] == [
+        {"lesson": "head", "check": "shapes", "mistake": "matmul_shapes", "rungs": [1, 2, 3]}]
     box.close()

@@ -5,7 +5,6 @@ widget state JupyterLab saves with the course's settings, hub/roles.py); and Val
 widgets do not render, shows rung 1 and how to get the next."""
 import importlib
 import json
-import re
 import time
 
 from tinygpt_course.checks import hints, tutor
@@ -33,23 +32,15 @@ def saved_hints(path):
 def test_hint_button_shows_three_rungs_in_order_and_the_notebook_keeps_them(lab, page, screenshots, tmp_path):
     from playwright.sync_api import expect
 
-    run_all = importlib.import_module(f"{__package__}.test_browser" if __package__ else "test_browser").run_all
+    browser = importlib.import_module(f"{__package__}.test_browser" if __package__ else "test_browser")
     assert ANSWER.count("pass") == 1
     ladder = hints.ladder("multihead", MISTAKE)
-    page.goto(lab, timeout=120_000)
-    nb = page.locator(".jp-NotebookPanel:visible")
-    expect(page.locator("#jp-main-statusbar")).to_contain_text(re.compile(r"\(ipykernel\) \| Idle"),
-                                                               timeout=120_000)
-    cells = nb.locator(".jp-Notebook .jp-Cell")
-    expect(cells.filter(has_text="raise NotImplementedError()")).to_have_count(1)
-    texts = cells.all_inner_texts()
-    answer = cells.nth(next(i for i, t in enumerate(texts) if "raise NotImplementedError()" in t))
-    first_code = cells.nth(next(i for i, t in enumerate(texts) if "import torch" in t))
+    nb, answer, first_code = browser.open_lesson(page, lab)
     answer.locator(".cm-content").click()
     page.keyboard.press("Control+a")
     page.keyboard.insert_text(ANSWER)
     expect(answer.locator(".cm-content")).not_to_contain_text("NotImplementedError")
-    run_all(page, first_code)
+    browser.run_all(page, first_code)
 
     check = nb.locator(".jp-CodeCell").filter(has_text=f"checks.check('{CHECK}', globals())")
     out = check.locator(".jp-OutputArea")
