@@ -165,9 +165,11 @@ def test_the_tutor_gives_rung_one_as_text_then_the_next_in_order(capsys):
     assert "has not failed" in capsys.readouterr().out
 
 
-def test_the_hint_box_keeps_the_rungs_used_and_grading_drops_them():
+def test_the_hint_box_keeps_the_rungs_used_and_grading_keeps_them_as_data_only():
     """The box's synced state holds the rungs shown (what JupyterLab saves into the notebook);
-    grading's SanitizeOutputs drops the notebook's widget state, so no score reads it."""
+    grading's KeepHintsUsed lifts them out as checked data (a forged entry is left out) and
+    SanitizeOutputs drops the widget state itself."""
+    from tinygpt_course.grading.hints_used import KeepHintsUsed
     from tinygpt_course.grading.sanitize_outputs import SanitizeOutputs
 
     box = tutor.HintBox.make("head", "shapes", "matmul_shapes")
@@ -177,15 +179,15 @@ def test_the_hint_box_keeps_the_rungs_used_and_grading_drops_them():
     assert 'data-rung="2"' in box.children[1].value and not box.children[0].disabled
     box.show(3)
     assert box.children[0].disabled
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
-        "state": {box.model_id: {"state": box.get_state()}}}}
     forged = {"state": {"tinygpt_hints": {"lesson": "head", "check": "<img src=x onerror=alert(1)>",
                                           "mistake": "matmul_shapes", "rungs": [1]}}}
-    nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]["forged"] = forged
-    nb.metadata["tinygpt"] = {"lesson": "head"}
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
+        "state": {box.model_id: {"state": box.get_state()}, "forged": forged}}}
+    nb.metadata["tinygpt"] = {"lesson": "head", "hints_used": [{"claimed": "by hand"}]}
+    nb, _ = KeepHintsUsed().preprocess(nb, {})
     nb, _ = SanitizeOutputs().preprocess(nb, {})
-    assert "widgets" not in nb.metadata     # the markup goes; the rungs used stay, as checked data
+    assert "widgets" not in nb.metadata
     assert nb.metadata["tinygpt"]["hints_used"] == [
         {"lesson": "head", "check": "shapes", "mistake": "matmul_shapes", "rungs": [1, 2, 3]}]
     box.close()

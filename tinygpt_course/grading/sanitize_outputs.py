@@ -18,8 +18,8 @@ its text is that of a markdown or raw cell in ``source/`` or ``release/``; any o
 text (a fenced code block, fence longer than any backtick run in it). Widget state in the
 notebook's metadata goes too. Run it in the autograde pipeline (so that the autograded notebook
 the formgrader shows is safe) and again in GenerateFeedback (for notebooks graded before it).
-The one thing kept of the widget state is data: the hint rungs the learner used (hints_used),
-checked and rewritten as plain values in ``metadata.tinygpt.hints_used``, for the teacher.
+(The hint rungs the learner used are lifted out of it as data before the notebook runs:
+hints_used.KeepHintsUsed.)
 """
 import os
 import re
@@ -46,30 +46,6 @@ def joined(value):
     return "".join(value) if isinstance(value, list) else value if isinstance(value, str) else ""
 
 
-NAME = re.compile(r"[a-z][a-z0-9_]{0,59}")
-
-
-def hints_used(widgets):
-    """The hint rungs the learner used (checks/tutor.py's HintBox state, which JupyterLab saved
-    into the widget state), as plain checked data: [{lesson, check, mistake, rungs}], at most
-    100. Anything else in the widget state is dropped. Informational only: no score reads it."""
-    try:
-        models = widgets["application/vnd.jupyter.widget-state+json"]["state"].values()
-    except (KeyError, TypeError, AttributeError):
-        return []
-    used = []
-    for model in models:
-        h = model.get("state", {}).get("tinygpt_hints") if isinstance(model, dict) and \
-            isinstance(model.get("state"), dict) else None
-        if not isinstance(h, dict) or not all(isinstance(h.get(k), str) and NAME.fullmatch(h[k])
-                                              for k in ("lesson", "check", "mistake")):
-            continue
-        rungs = h.get("rungs")
-        if isinstance(rungs, list) and rungs and all(type(r) is int and 1 <= r <= 3 for r in rungs):
-            used.append({k: h[k] for k in ("lesson", "check", "mistake")} | {"rungs": sorted(set(rungs))})
-    return used[:100]
-
-
 class SanitizeOutputs(NbGraderPreprocessor):
     """Every output text, a checked image or cleaned HTML; learner markdown and raw cells as text."""
 
@@ -89,9 +65,6 @@ class SanitizeOutputs(NbGraderPreprocessor):
         widgets = nb.metadata.pop("widgets", None)
         if widgets is not None:
             self.log.info("dropped the notebook's widget state (learner-made markup)")
-            used = hints_used(widgets)
-            if used and isinstance(nb.metadata.get("tinygpt", {}), dict):
-                nb.metadata.setdefault("tinygpt", {})["hints_used"] = used
         return super().preprocess(nb, resources)
 
     def teacher_cells(self, resources):
