@@ -43,7 +43,7 @@ def fallback(lesson, check_id, mistake):
     ladder = hints.ladder(lesson.name, mistake)
     if ladder is None:
         return None
-    return (rung_text(ladder, 1) + f" (Next hint: press the hint button under this cell, or run "
+    return (rung_text(ladder, 1) + f" (Next hint: press this check's hint button, or run "
             f"checks.hint('{check_id}') in a new cell.)")
 
 
