@@ -147,7 +147,9 @@ def test_the_extract_records_what_the_judges_decide_on():
 
 # --- the tutor ------------------------------------------------------------------------------
 
-def test_the_tutor_gives_rung_one_as_text_then_the_next_in_order(capsys):
+def test_the_tutor_gives_rung_one_as_text_then_the_next_in_order(capsys, monkeypatch):
+    monkeypatch.setattr(tutor, "_used", {})     # a fresh kernel: no check has failed yet
+    monkeypatch.setattr(tutor, "_boxes", {})
     lesson = load_lesson("head")
     ladder = hints.ladder("head", "matmul_shapes")
     text = tutor.offer(lesson, "shapes", "matmul_shapes")      # no kernel here: text only
