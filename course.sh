@@ -81,10 +81,11 @@ print("== the course library installed in", sys.prefix, "(not editable)")'
 import torch
 cuda = torch.version.cuda
 print("== torch", torch.__version__, "(CPU build)" if cuda is None else f"(CUDA {cuda} build: the CPU index was not used)")'
-    # JupyterLab's news pop-up would cover the lesson: switch it off for this environment
+    # JupyterLab's news pop-up would cover the lesson: switch it off for this environment; save the
+    # widgets' state into notebooks (the hint rungs used, tinygpt_course/checks/tutor.py)
     local settings="$VENV/share/jupyter/lab/settings"
     mkdir -p "$settings"
-    echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' \
+    echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}, "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": true}}' \
         > "$settings/overrides.json"
     # nbgrader's "view feedback" opens the feedback, not only its folder (hub/labextension/)
     mkdir -p "$VENV/share/jupyter/labextensions"

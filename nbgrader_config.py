@@ -26,13 +26,16 @@ from tinygpt_course.grading.independent import IndependentChecks, PrepareChecks,
 from tinygpt_course.grading.owner import CheckOwner  # noqa: E402
 from tinygpt_course.grading.repair import (  # noqa: E402
     ForgetDuplicates, RestoreDeletedCells, pre_convert_hook)
+from tinygpt_course.grading.hints_used import KeepHintsUsed  # noqa: E402
 from tinygpt_course.grading.sanitize_outputs import SanitizeOutputs  # noqa: E402
 
 # Sanitizing as nbgrader does it, after an ownership check (a submission whose files belong to
 # another Unix user is not graded), plus two repairs: duplicated or deleted cells lose nothing;
 # and a released test cell, unchanged, gets its hidden tests back before OverwriteCells compares
 # checksums (nbgrader would report every hidden-test cell as changed; any real change still is).
-c.Autograde.sanitize_preprocessors = [CheckOwner, ClearOutput, DeduplicateIds, ForgetDuplicates(),
+# KeepHintsUsed keeps the tutor's hint rungs used as data (metadata.tinygpt.hints_used) before
+# the run replaces the widget state.
+c.Autograde.sanitize_preprocessors = [CheckOwner, KeepHintsUsed, ClearOutput, DeduplicateIds, ForgetDuplicates(),
                                       RestoreDeletedCells(), OverwriteKernelspec, RestoreHiddenTests,
                                       OverwriteCells, CheckCellMetadata]
 

@@ -29,6 +29,9 @@ import sys
 LAB_OVERRIDES = {
     "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
     "@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Markdown Preview"}},
+    # the widgets' state is saved into the notebook: the hint rungs a learner used
+    # (tinygpt_course/checks/tutor.py) are in the submitted .ipynb for the teacher
+    "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True},
 }
 TEACHER_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
 TEACHER_LAB_EXTENSIONS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:course-list",

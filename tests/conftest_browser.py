@@ -28,6 +28,16 @@ LAB_SETTINGS = {
 }
 
 
+def course_lab_overrides():
+    """The JupyterLab overrides the course gives learners and teachers (hub/roles.py LAB_OVERRIDES:
+    on a hub and with course.sh): among them, widget state saved into the notebook."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("tinygpt_hub_roles", ROOT / "hub" / "roles.py")
+    roles = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(roles)
+    return roles.LAB_OVERRIDES
+
+
 def browser_skip_reason():
     """Skip only where the browser is missing and we are not in CI (CI=true must run it)."""
     if not os.path.exists(CHROMIUM) and os.environ.get("CI", "").lower() != "true":
@@ -93,6 +103,9 @@ def lab(tmp_path):
         path = settings / f"{name}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
+    app_settings = tmp_path / "lab-app-settings"     # the course's own overrides (hub/roles.py)
+    app_settings.mkdir()
+    (app_settings / "overrides.json").write_text(json.dumps(course_lab_overrides()))
     bin_dir = os.path.dirname(sys.executable)
     env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
                JUPYTERLAB_SETTINGS_DIR=str(settings),
@@ -104,7 +117,8 @@ def lab(tmp_path):
     log = tmp_path / "jupyter-lab.log"
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
            f"--port={port}", "--ip=127.0.0.1", "--ServerApp.port_retries=0",
-           f"--ServerApp.token={TOKEN}", f"--ServerApp.root_dir={lesson}"]
+           f"--ServerApp.token={TOKEN}", f"--ServerApp.root_dir={lesson}",
+           f"--LabApp.app_settings_dir={app_settings}"]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=lesson, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)

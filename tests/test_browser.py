@@ -121,14 +121,8 @@ MISTAKES = [
 ]
 
 
-def squashed(locator):
-    return " ".join(locator.inner_text().split())
-
-
-def test_mistakes_run_all_reaches_the_checks_and_validate_names_them(lab, page, screenshots):
-    """Issue #11 in a real browser: for each mistake, Run All shows no traceback in the runner,
-    goes on to the checks (the first failing one names the mistake in one short paragraph), and
-    Validate's dialog names the mistake and is not 'Success'."""
+def open_lesson(page, lab):
+    """Open the lesson and wait for its kernel: (the notebook, its answer cell, its first code cell)."""
     from playwright.sync_api import expect
 
     page.goto(lab, timeout=120_000)
@@ -140,6 +134,20 @@ def test_mistakes_run_all_reaches_the_checks_and_validate_names_them(lab, page, 
     texts = cells.all_inner_texts()
     answer = cells.nth(next(i for i, t in enumerate(texts) if "raise NotImplementedError()" in t))
     first_code = cells.nth(next(i for i, t in enumerate(texts) if "import torch" in t))
+    return nb, answer, first_code
+
+
+def squashed(locator):
+    return " ".join(locator.inner_text().split())
+
+
+def test_mistakes_run_all_reaches_the_checks_and_validate_names_them(lab, page, screenshots):
+    """Issue #11 in a real browser: for each mistake, Run All shows no traceback in the runner,
+    goes on to the checks (the first failing one names the mistake in one short paragraph), and
+    Validate's dialog names the mistake and is not 'Success'."""
+    from playwright.sync_api import expect
+
+    nb, answer, first_code = open_lesson(page, lab)
     runner = nb.locator(".jp-CodeCell").filter(has_text="printout = checks.Printout(globals())")
     checks = {gid: nb.locator(".jp-CodeCell").filter(has_text=f"checks.check('{gid}', globals())")
               for gid in ("shapes", "weight_count", "out_is_proj", "attention_weights", "causal")}

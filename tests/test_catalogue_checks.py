@@ -19,7 +19,7 @@ import re
 
 import pytest
 
-from tinygpt_course.checks import WIDTH
+from tinygpt_course.checks import WIDTH, hints
 from tinygpt_course.checks.protocol import MISTAKE_ID, SHARED_MISTAKES, Kind, load_lesson
 from tinygpt_course.testing import catalogue, notebooks
 
@@ -77,7 +77,9 @@ def test_kernel_checks_match_the_catalogue(answer):
         assert fails.words in " ".join(str(said).split()), (fails, str(said))
         shown = failed._render_traceback_()    # what IPython shows (and Validate quotes)
         assert all(len(line) <= WIDTH for line in shown), shown
-        assert " ".join(" ".join(shown).split()) == "Check failed: " + " ".join(str(failed).split())
+        told = "Check failed: " + str(failed) + (" " + failed.hint if failed.hint else "")
+        assert " ".join(" ".join(shown).split()) == " ".join(told.split())
+        assert (failed.hint is None) == (failed.repeat_of is not None or hints.ladder(answer.lesson, answer.mistake) is None)
         assert not any(re.search(r"File |\.py|site-packages|Traceback", line) for line in shown), shown
 
 

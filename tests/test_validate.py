@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from tinygpt_course.checks import hints, tutor
 from tinygpt_course.checks.protocol import load_lesson
 from tinygpt_course.testing.course import REPO
 from tinygpt_course.testing import learner
@@ -108,3 +109,17 @@ def test_failing_check_reads_as_one_short_paragraph(runs, key):
 def test_runner_says_what_went_wrong(runs, key):
     printed = squash(text(runs[key][1], "runner"))
     assert "\u2717" in printed and ANSWERS[key].runner in printed, printed
+
+
+HINTED = [key for key in WRONG if key not in STOPS_IN_ANSWER and ANSWERS[key].mistake
+          and hints.ladder(key[0], ANSWERS[key].mistake)]
+
+
+@pytest.mark.parametrize("key", HINTED, ids=["-".join(k) for k in HINTED])
+def test_failing_check_offers_the_first_hint_and_how_to_get_the_next(runs, key):
+    """Validate runs headless (no widget renders): the check that names the mistake ends with
+    rung 1 of its hint ladder and the call that prints the next (checks/tutor.py)."""
+    validated, _ = runs[key]
+    rung = tutor.rung_text(hints.ladder(key[0], ANSWERS[key].mistake), 1)
+    assert squash(rung) in squash(validated), validated
+    assert "checks.hint('" in squash(validated), validated

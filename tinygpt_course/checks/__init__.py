@@ -27,6 +27,8 @@ class CheckFailed(AssertionError):
     """
 
     repeat_of = None    # the check whose cell, above, said the same mistake in full
+    hint = None         # rung 1 of the mistake's hint ladder and how to get the next (checks.tutor)
 
     def _render_traceback_(self):
-        return paragraph(f"Check failed: {self}").splitlines()
+        lines = paragraph(f"Check failed: {self}").splitlines()
+        return lines + paragraph(self.hint).splitlines() if self.hint else lines

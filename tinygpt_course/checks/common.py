@@ -2,7 +2,11 @@
 
 What they record is raw: an exception's type name and text, never a verdict about it.
 """
+import ast
 import contextlib
+import linecache
+import os
+import sysconfig
 
 from ..config import SIZES
 
@@ -20,6 +24,106 @@ def error_text(exc):
     return text[:ERROR_LIMIT]
 
 
+def compiled(source, filename):
+    """source compiled as `filename`, its lines registered with linecache (as IPython does for a
+    cell), so a traceback through it can name the line that raised (raised_where)."""
+    lines = source.splitlines(keepends=True)
+    linecache.cache[filename] = (len(source), None, lines, filename)
+    return compile(source, filename, "exec")
+
+
+def _library_dirs():
+    """Where the code lives that is not the notebook's: torch, this course library, the stdlib."""
+    import torch
+    paths = sysconfig.get_paths()
+    return tuple({os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                  paths["stdlib"], paths["purelib"], paths["platlib"]})
+
+
+def raised_where(exc):
+    """Where in the notebook's code (the learner's cells, not torch's or this library's) `exc`
+    was raised, as raw observations: (the source lines of the innermost such frame's failing
+    expression, that frame's `self`, and the class name of the innermost torch module whose
+    forward raised, or None). The lines are '' when their source is unknown."""
+    import torch
+    skip = _library_dirs()
+    learner, module = None, None
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename.startswith("<frozen") or any(filename.startswith(d + os.sep) for d in skip):
+            me = tb.tb_frame.f_locals.get("self")
+            if isinstance(me, torch.nn.Module) and type(me).__module__.startswith("torch."):
+                module = type(me).__name__
+        else:
+            learner, module = tb, None
+        tb = tb.tb_next
+    if learner is None:
+        return "", None, module
+    frame, first, last = learner.tb_frame, learner.tb_lineno, learner.tb_lineno
+    try:   # the failing instruction's lines (a statement may span several)
+        pos = list(frame.f_code.co_positions())[learner.tb_lasti // 2]
+        if pos[0] and pos[1] and pos[0] <= first <= pos[1]:
+            first, last = pos[0], pos[1]
+    except (AttributeError, IndexError, TypeError):
+        pass
+    lines = [linecache.getline(frame.f_code.co_filename, n, frame.f_globals).strip() for n in range(first, last + 1)]
+    return " ".join(ln for ln in lines if ln)[:LINE_LIMIT], frame.f_locals.get("self"), module
+
+
+LINE_LIMIT = 500     # characters of the raising line a record keeps
+
+
+def record_error(exc, rec, prefix, obj=None):
+    """Record what raised and where, as raw observations the judges name a mistake from:
+    rec[prefix + 'error'] (type and text), 'exception' (the type's name), 'error_name' (the
+    missing name of a NameError or AttributeError), 'error_line' (the learner's line that
+    raised), 'error_module' (the torch layer whose forward raised, e.g. 'Linear'),
+    'error_on_self' (an AttributeError on the learner's object `obj` itself) and
+    'error_name_is_attribute' (a NameError's name is an attribute of `obj`: `self.` forgotten)."""
+    rec[prefix + "error"], rec[prefix + "exception"] = error_text(exc), type(exc).__name__
+    try:
+        line, me, module = raised_where(exc)
+    except Exception:   # a learner's frame may hold anything
+        line, me, module = "", None, None
+    name = getattr(exc, "name", None) if isinstance(exc, (NameError, AttributeError)) else None
+    rec[prefix + "error_name"] = name if isinstance(name, str) else None
+    rec[prefix + "error_line"] = line
+    rec[prefix + "error_module"] = module
+    target = obj if obj is not None else me
+    try:
+        rec[prefix + "error_on_self"] = bool(isinstance(exc, AttributeError) and target is not None
+                                             and getattr(exc, "obj", None) is target)
+        rec[prefix + "error_name_is_attribute"] = bool(
+            isinstance(exc, NameError) and target is not None and isinstance(name, str) and has_attribute(target, name))
+    except Exception:
+        rec[prefix + "error_on_self"] = rec[prefix + "error_name_is_attribute"] = False
+    if target is not None:
+        rec[prefix + "module_state_missing"] = module_state_missing(target)
+        rec[prefix + "module_classes"] = module_classes(target)
+
+
+def has_attribute(obj, name):
+    """obj holds `name` itself (in its __dict__, or as a layer, weight or buffer of a module)."""
+    d = object.__getattribute__(obj, "__dict__")
+    return name in d or any(isinstance(d.get(k), dict) and name in d[k] for k in ("_modules", "_parameters", "_buffers"))
+
+
+def module_state_missing(obj):
+    """obj is a torch module whose nn.Module.__init__ never ran: no `_modules` in its __dict__."""
+    import torch
+    return isinstance(obj, torch.nn.Module) and "_modules" not in object.__getattribute__(obj, "__dict__")
+
+
+def module_classes(obj):
+    """[attribute, class name] for each attribute of obj that holds a torch module class, not a
+    module (`self.proj = nn.Linear`)."""
+    import torch
+    d = object.__getattribute__(obj, "__dict__")
+    return sorted([k, v.__name__] for k, v in list(d.items()) + list((d.get("_modules") or {}).items())
+                  if isinstance(v, type) and issubclass(v, torch.nn.Module))[:20]
+
+
 def changed_last_letter(xb, vocab_size=SIZES.vocab_size):
     """The batch with the letter at the last position replaced by the next symbol."""
     xb2 = xb.clone()
@@ -33,13 +137,15 @@ def build(cls, describe, rec, what, *args):
     try:
         m = cls(*args)
     except Exception as exc:
-        rec["init_error"], rec["init_exception"] = error_text(exc), type(exc).__name__
+        record_error(exc, rec, "init_")
         return None
+    rec["init_module_state_missing"] = module_state_missing(m)
+    rec["init_module_classes"] = module_classes(m)
     try:
         rec["structure"] = describe(m)
     except Exception as exc:
-        rec["init_error"] = f"describing your {what} failed: " + error_text(exc)
-        rec["init_exception"] = type(exc).__name__
+        record_error(exc, rec, "init_", m)
+        rec["init_error"] = f"describing your {what} failed: " + rec["init_error"]
         return None
     return m
 
@@ -73,7 +179,7 @@ def forward_record(m, x, rec, prefix, hooks=()):
     except BaseException as exc:  # the learner's code: anything can happen
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-        rec[prefix + "error"], rec[prefix + "exception"] = error_text(exc), type(exc).__name__
+        record_error(exc, rec, prefix, m)
     finally:
         for hook in hooks:
             hook.remove()

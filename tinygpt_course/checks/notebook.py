@@ -30,7 +30,7 @@ from importlib import resources
 
 import torch
 
-from . import CheckFailed, paragraph
+from . import CheckFailed, paragraph, tutor
 from .protocol import Kind, Verdict
 
 STEP_SECONDS = 10        # a step (or a check's run of the learner's code) longer than this is stopped
@@ -168,7 +168,9 @@ def check(lesson, check_id, ns, free=()):
                                  f"{lesson.all_mistakes.get(v.mistake, v.mistake)}.")
             failed.repeat_of = first
             raise failed
-        raise CheckFailed(f"[{lines}] {v.message}")
+        failed = CheckFailed(f"[{lines}] {v.message}")
+        failed.hint = tutor.offer(lesson, check_id, v.mistake)   # the button, and rung 1 as text
+        raise failed
     problem = printout_problem(lesson, check_id, ns, free)
     if problem:
         raise CheckFailed(f"[{lines}] {problem}")
@@ -417,11 +419,15 @@ class InKernel:
         """Say how the printed lines, and only those, compare with the documented ones."""
         explain_numbers(printout, free=self.free, what=self.what)
 
+    def hint(self, check_id):
+        """Print the next hint (tinygpt_course.checks.tutor) for the mistake check_id named."""
+        tutor.hint(self.lesson, check_id)
+
     def exports(self):
         """What a lesson's checks package gives its notebook: CheckFailed (what a failing check
-        cell raises), CHECKS (check id -> the printout lines it covers), Printout, check and
-        explain_numbers."""
-        return CheckFailed, self.lesson.checks, self.Printout, self.check, self.explain_numbers
+        cell raises), CHECKS (check id -> the printout lines it covers), Printout, check,
+        explain_numbers and hint (the next rung of a failed check's hint ladder)."""
+        return CheckFailed, self.lesson.checks, self.Printout, self.check, self.explain_numbers, self.hint
 
 
 # --- the documented printout, stored as data ------------------------------------------------

@@ -23,6 +23,8 @@ checks it is current).
 A check's id is the ``grade_id`` of its test cell in the lesson's notebook; grading checks that
 the two sets agree before it grades anything.
 """
+import ast
+import difflib
 import enum
 import importlib
 import re
@@ -71,6 +73,80 @@ SHARED_MISTAKES = {
     "ignores_last_letter": "changing the last letter did not change the last position's output",
     "dropout_on": "something random (dropout with p > 0) runs in forward: two runs on one input differ",
 }
+# The raw Python and torch errors learners hit in the answer cell: a build_error or forward_error
+# is refined into one of these where the record's raw observations show it (raw_mistake).
+RAW_MISTAKES = {
+    "missing_super_init": "the class never called super().__init__(), so PyTorch cannot keep its layers",
+    "undefined_size": "NameError on a size (n_embd, head_size, block_size, ...): not defined where it is used",
+    "undefined_name": "NameError: a name used before it was defined (or spelt otherwise)",
+    "self_forgotten": "a layer used without `self.` (key(x) for self.key(x))",
+    "attribute_not_set": "forward reads an attribute of self that __init__ never set",
+    "module_class_not_instance": "a layer class stored or called where a layer is needed (nn.Linear, not nn.Linear(...))",
+    "matmul_shapes": "the two sides of `@` (matmul) have shapes that do not fit",
+    "wrong_view": "view or reshape asked for a shape the tensor cannot take",
+    "layer_input_shape": "a layer (nn.Linear, nn.LayerNorm, ...) got a tensor of a shape it was not built for",
+}
+SHARED_MISTAKES.update(RAW_MISTAKES)
+SIZE_NAMES = tuple(SIZES.__dataclass_fields__)   # n_embd, head_size, block_size, ...
+
+
+def _line_tree(line):
+    """The learner's raising line as an ast, or None: a line cut from a longer statement is
+    tried as an expression in brackets too."""
+    line = (line or "").strip()[:500]
+    for text in (line, f"({line})", line.rstrip(":") + ": pass" if line.endswith(":") else None):
+        if text:
+            try:
+                return ast.parse(text)
+            except (SyntaxError, ValueError, RecursionError):
+                continue
+    return None
+
+
+def _uses(tree):
+    """Which error-prone operations a line holds: {'matmul', 'view'}."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.MatMult):
+            found.add("matmul")
+        elif isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in ("matmul", "bmm", "mm"):
+                found.add("matmul")
+            elif name in ("view", "reshape"):
+                found.add("view")
+    return found
+
+
+def raw_mistake(rec, prefix):
+    """The raw Python or torch error a failed build (prefix 'init_') or forward pass shows, as a
+    RAW_MISTAKES id, decided on the record's raw observations (the exception's type, the missing
+    name, the learner's raising line parsed with ast, the object's state), never on a message's
+    words; None when none fits (the caller keeps build_error / forward_error)."""
+    exception, name = rec.get(prefix + "exception"), rec.get(prefix + "error_name")
+    if rec.get(prefix + "module_state_missing") is True or rec.get("init_module_state_missing") is True:
+        return "missing_super_init"
+    if exception == "NameError" and isinstance(name, str):
+        if rec.get(prefix + "error_name_is_attribute") is True:
+            return "self_forgotten"
+        if name in SIZE_NAMES or difflib.get_close_matches(name, SIZE_NAMES, n=1, cutoff=0.8):
+            return "undefined_size"
+        return "undefined_name"
+    if exception == "AttributeError" and rec.get(prefix + "error_on_self") is True:
+        return "attribute_not_set"
+    classes = rec.get(prefix + "module_classes")
+    if exception == "TypeError" and isinstance(classes, list) and classes:
+        return "module_class_not_instance"
+    if exception == "RuntimeError":
+        tree = _line_tree(rec.get(prefix + "error_line"))
+        uses = _uses(tree) if tree is not None else set()
+        if rec.get(prefix + "error_module") and not uses:
+            return "layer_input_shape"
+        if len(uses) == 1:
+            return "matmul_shapes" if "matmul" in uses else "wrong_view"
+    return None
+
+
 # the shared kinds whose mistake is the kind itself when a judge names none
 _KIND_MISTAKES = {Kind.UNANSWERED: "unanswered", Kind.BUILD_ERROR: "build_error",
                   Kind.FORWARD_ERROR: "forward_error", Kind.NO_RESULT: "no_result"}
@@ -149,13 +225,22 @@ class Lesson:
                 f"in {self.methods} with your code (the hint is above the answer cell).")
 
     def build_problem(self, rec):
-        """The failed Verdict when the learner's object could not be built, else None."""
+        """The failed Verdict when the learner's object could not be built, or stores a layer
+        class where a layer belongs (`self.proj = nn.Linear`), else None."""
+        classes = rec.get("init_module_classes")
+        if not rec.get("init_error") and isinstance(classes, list) and classes:
+            name, cls = (str(x) for x in classes[0][:2])
+            return Verdict.fail(Kind.STRUCTURE, (
+                f"self.{quote(name, 40)} holds the class {quote(cls, 40)} itself, not a layer made from it: "
+                f"a layer is made by calling its class with its sizes, {quote(cls, 40)}(...)."),
+                "module_class_not_instance")
         if not rec.get("init_error"):
             return None
         if rec.get("init_exception") == "NotImplementedError":
             return Verdict.fail(Kind.UNANSWERED, self.unanswered)
         return Verdict.fail(Kind.BUILD_ERROR,
-                            f"{self.task_class}({self.build_args}) failed: {quote(rec['init_error'])}")
+                            f"{self.task_class}({self.build_args}) failed: {quote(rec['init_error'])}",
+                            raw_mistake(rec, "init_") or "build_error")
 
     @property
     def extract_module(self):
@@ -203,7 +288,8 @@ class Lesson:
             return None
         if rec.get(prefix + "exception") == "NotImplementedError":
             return Verdict.fail(Kind.UNANSWERED, self.unanswered)
-        return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {quote(rec[prefix + 'error'])}")
+        return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {quote(rec[prefix + 'error'])}",
+                            raw_mistake(rec, prefix) or "forward_error")
 
     def causal(self, out, changed_out, mixes, mistake="sees_the_future"):
         """Changing the last letter of every window (changed_out) must leave the earlier

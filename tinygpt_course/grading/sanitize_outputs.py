@@ -18,6 +18,8 @@ its text is that of a markdown or raw cell in ``source/`` or ``release/``; any o
 text (a fenced code block, fence longer than any backtick run in it). Widget state in the
 notebook's metadata goes too. Run it in the autograde pipeline (so that the autograded notebook
 the formgrader shows is safe) and again in GenerateFeedback (for notebooks graded before it).
+(The hint rungs the learner used are lifted out of it as data before the notebook runs:
+hints_used.KeepHintsUsed.)
 """
 import os
 import re

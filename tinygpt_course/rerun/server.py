@@ -52,7 +52,7 @@ libc = ctypes.CDLL(None, use_errno=True)
 
 EXTRACTS = {}               # lesson -> its extract function, bound in the zygote
 SAVE = None                 # torch.save, bound in the zygote
-ERROR_TEXT = None           # tinygpt_course.checks.common.error_text, bound in the zygote
+ERROR_TEXT = COMPILED = None   # tinygpt_course.checks.common.error_text and compiled, bound in the zygote
 LIMITS = JOIN = None        # the kernel template's table of rlimits and its join_sandbox: one
                             # mechanism for both (imported in warm(): that module imports this one)
 
@@ -60,7 +60,7 @@ LIMITS = JOIN = None        # the kernel template's table of rlimits and its joi
 def run_cell(source, ns, label):
     # Lesson cells are plain Python; a line magic (%...) or shell escape (!...) is skipped.
     lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
-    exec(compile("\n".join(lines), f"<{label}>", "exec"), ns)
+    exec(COMPILED("\n".join(lines), f"<{label}>"), ns)
 
 
 def runner(job, folder):
@@ -212,12 +212,12 @@ def worker(inp, out, reuse=False):
 
 
 def warm(lessons):
-    global SAVE, ERROR_TEXT, LIMITS, JOIN
+    global SAVE, ERROR_TEXT, COMPILED, LIMITS, JOIN
     import torch
 
-    from tinygpt_course.checks.common import error_text
+    from tinygpt_course.checks.common import compiled, error_text
     from tinygpt_course.kernelfork.server import LIMITS, join_sandbox
-    SAVE, ERROR_TEXT, JOIN = torch.save, error_text, join_sandbox
+    SAVE, ERROR_TEXT, COMPILED, JOIN = torch.save, error_text, compiled, join_sandbox
     for name in lessons:               # the lessons' extract halves, imported once
         EXTRACTS[name] = importlib.import_module(f"tinygpt_course.checks.{name}.extract").extract
 

@@ -88,11 +88,12 @@ def namespace(lesson, answer):
     """The lesson's set-up cells, then answer, run in this process as the notebook runs them (what
     they print is dropped): the globals the runner and the check cells see. An answer that
     raises at its top level raises here (the catalogue's plain answers never do)."""
+    from ..checks.common import compiled
     ns = {"__name__": "__lesson__"}
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        for code in lesson_source(lesson).setup:
-            exec(code, ns)
-        exec(answer, ns)
+        for i, code in enumerate(lesson_source(lesson).setup):
+            exec(compiled(code, f"<set-up cell {i + 1}>"), ns)
+        exec(compiled(answer, "<your answer cell>"), ns)
     return ns
 
 

@@ -1,6 +1,6 @@
 # expect: shapes=0 weight_count=1 layer_norms=0 residuals=0 causal=0
 # why: forward raises
-# mistake: forward_error
+# mistake: layer_input_shape
 # fails: shapes forward_error: forward raised
 class Block(nn.Module):
     '''A transformer block: attention, then feed-forward, each added to its input.'''

@@ -1,6 +1,6 @@
 # expect: shapes=0 weight_count=1 rows_and_mask=0 attention_weights=0 out_is_weighted_values=0 causal=0
 # why: forward raises
-# mistake: forward_error
+# mistake: layer_input_shape
 # fails: shapes forward_error: forward raised
 class Head(nn.Module):
     '''One head of causal self-attention.'''

@@ -1,6 +1,6 @@
 # expect: shapes=0 weight_count=0 rows_and_mask=0 attention_weights=0 out_is_weighted_values=0 causal=0
 # why: __init__ raises (a typo)
-# mistake: build_error
+# mistake: undefined_size
 # fails: shapes build_error: Head(16) failed
 class Head(nn.Module):
     '''One head of causal self-attention.'''

@@ -7,7 +7,7 @@ from ..notebook import InKernel
 from .extract import extract  # noqa: F401  (bound before any learner code runs)
 from .judge import LESSON
 
-CheckFailed, CHECKS, Printout, check, explain_numbers = InKernel(
+CheckFailed, CHECKS, Printout, check, explain_numbers, hint = InKernel(
     LESSON,
     names=("Block", "MultiHead", "embed", "xb"),            # what the checks read (Block() needs MultiHead)
     free=("out at window 0, position 7 starts",),           # numbers that follow the learner's draw order

@@ -6,7 +6,7 @@ from ..notebook import InKernel
 from .extract import extract  # noqa: F401  (bound before any learner code runs)
 from .judge import LESSON
 
-CheckFailed, CHECKS, Printout, check, explain_numbers = InKernel(
+CheckFailed, CHECKS, Printout, check, explain_numbers, hint = InKernel(
     LESSON,
     names=("GPT", "xb", "yb"),                              # what the checks read from the notebook
     free=("loss before training", "untrained, it writes",   # numbers that follow the learner's draw order

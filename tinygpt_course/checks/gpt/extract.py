@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...config import SIZES
-from ..common import error_text, run_fixed
+from ..common import record_error, run_fixed
 from ..weights import linear_init
 
 SHORT = 5           # letters in the short window
@@ -106,7 +106,7 @@ def _forward(m, rec, prefix, *args):
     except BaseException as exc:                   # the learner's code: anything can happen
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-        rec[prefix + "error"], rec[prefix + "exception"] = error_text(exc), type(exc).__name__
+        record_error(exc, rec, prefix, m)
         out = None
     finally:
         for hook in hooks:
@@ -185,7 +185,7 @@ def _generate(m, rec, seed):
             except BaseException as exc:
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
-                rec[run + "_error"], rec[run + "_exception"] = error_text(exc), type(exc).__name__
+                record_error(exc, rec, run + "_", m)
             rec[run + "_lengths"] = list(lengths)
             rec[run + "_draws"] = [d for d in draws[:GEN_NEW + 2] if d is not None]
     finally:

@@ -10,7 +10,7 @@ numbers are the solution's, in ``ref``.
 import torch
 
 from ...config import SIZES
-from ..protocol import Kind, Lesson, Verdict, close, n_params, shape_of
+from ..protocol import Kind, Lesson, Verdict, close, n_params, raw_mistake, shape_of
 
 B, T, V, C = SIZES.batch_size, SIZES.block_size, SIZES.vocab_size, SIZES.n_embd
 
@@ -266,7 +266,8 @@ class GPTLesson(Lesson):
                     f"F.cross_entropy got logits {shape_of(x)} but targets {shape_of(y)}: flatten the targets "
                     f"too, targets.view({n}), one target per row of scores."), "targets_not_flattened")
         if rec.get("train_error"):
-            return Verdict.fail(Kind.FORWARD_ERROR, f"forward with targets raised {rec['train_error']}")
+            return Verdict.fail(Kind.FORWARD_ERROR, f"forward with targets raised {rec['train_error']}",
+                                raw_mistake(rec, "train_") or "forward_error")
         loss, logits = rec.get("train_loss"), rec.get("train_logits")
         if not torch.is_tensor(loss) or loss.numel() != 1:
             return Verdict.fail(Kind.WRONG_SHAPE, (
@@ -327,7 +328,8 @@ class GPTLesson(Lesson):
                 return Verdict.fail(Kind.FORWARD_ERROR, (
                     "torch.multinomial got negative numbers: it draws from probabilities. Turn the last "
                     "position's scores into probabilities with F.softmax(..., dim=-1) first."), "no_softmax")
-            return Verdict.fail(Kind.FORWARD_ERROR, f"generate raised {rec['gen1_error']}")
+            return Verdict.fail(Kind.FORWARD_ERROR, f"generate raised {rec['gen1_error']}",
+                                raw_mistake(rec, "gen1_") or "forward_error")
         if not lengths:
             return Verdict.fail(Kind.WRONG_VALUE, (
                 "generate never called the model: get the scores with self(idx_cond) at every step."), "model_not_called")

@@ -7,7 +7,7 @@ from ..notebook import InKernel
 from .extract import extract  # noqa: F401  (bound before any learner code runs)
 from .judge import LESSON
 
-CheckFailed, CHECKS, Printout, check, explain_numbers = InKernel(
+CheckFailed, CHECKS, Printout, check, explain_numbers, hint = InKernel(
     LESSON,
     names=("Head", "embed", "xb"),                          # what the checks read from the notebook
     free=("position 7 takes", "position 2 takes"),          # numbers that follow the learner's draw order

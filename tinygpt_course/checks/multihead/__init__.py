@@ -7,7 +7,7 @@ from ..notebook import InKernel
 from .extract import extract  # noqa: F401  (bound before any learner code runs)
 from .judge import LESSON
 
-CheckFailed, CHECKS, Printout, check, explain_numbers = InKernel(
+CheckFailed, CHECKS, Printout, check, explain_numbers, hint = InKernel(
     LESSON,
     names=("MultiHead", "Head", "embed", "xb"),             # what the checks read from the notebook
     free=("head 1 at position 7 takes", "head 2 at position 7 takes"),   # follow the draw order

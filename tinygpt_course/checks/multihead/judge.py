@@ -79,7 +79,7 @@ def forward_problem(rec, ref, prefix=""):
             f"dimension. Join along the last one, dim=-1, so each position gets {HS} + {HS} numbers."),
             "cat_wrong_dim")
     if err:
-        return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {err}")
+        return LESSON.forward_raised(rec, prefix)   # the shared step: the raw error's id where the record shows it
     out, expected = rec.get(prefix + "out"), ref[prefix + "out"]
     if torch.is_tensor(out) and out.shape == expected.shape and close(out, expected):
         return None       # the solution's numbers, however the heads were run (batched, einsum, ...)
