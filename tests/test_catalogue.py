@@ -1,89 +1,23 @@
 """Tests of the tests: every answer in tests/catalogue/multihead/ graded by the real `nbgrader
 autograde` with the course's configuration, in one class run, against its expected score per
 check; the attacks among them stopped by the sandbox, and shown to work without it."""
-import hashlib
 import html
-import json
 import os
 import re
 import sqlite3
-import stat
 import subprocess
-import time
 
 import nbformat
 import pytest
 
 from tinygpt_course.testing import catalogue
+from tinygpt_course.testing.catalogue import dangerous_files, leftover_processes, settled, submit, trusted_state
 from tinygpt_course.testing.course import BIN, env, make_course, nbgrader, scores
-from tinygpt_course.testing.notebooks import grade_id, marked_lines, source_path, with_answer
+from tinygpt_course.testing.notebooks import marked_lines, source_path
 
 CATALOGUE = catalogue.answers("multihead")
 BY_NAME = {a.name: a for a in CATALOGUE}
 TEST_CONFIG = "c.RobustExecute.timeout = 20\nc.IndependentChecks.timeout = 40\n"
-
-
-SPOOFER_UID = 4242   # not the grader, not a user named like any student
-
-
-def submit(course, student, answer, transform):
-    folder = course / "submitted" / student / "multihead"
-    folder.mkdir(parents=True)
-    if transform == "spoof":      # the right files, made by somebody else
-        nbformat.write(with_answer(course / "release" / "multihead" / "multihead.ipynb", answer),
-                       folder / "multihead.ipynb")
-        for path in (folder, folder / "multihead.ipynb"):
-            os.chown(path, SPOOFER_UID, SPOOFER_UID)
-        return
-    nb = with_answer(course / "release" / "multihead" / "multihead.ipynb", answer)
-    tests = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and grade_id(c) != "multihead"]
-    name = "multihead.ipynb"
-    if transform == "invalid-json":
-        (folder / name).write_text(nbformat.writes(nb)[:-200])
-        return
-    if transform == "rename":
-        name = "multihead-mine.ipynb"
-    elif transform == "delete-tests":
-        nb.cells = [c for c in nb.cells if c not in tests]
-    elif transform == "duplicate-tests":
-        nb.cells = nb.cells + [nbformat.from_dict(json.loads(json.dumps(c))) for c in tests]
-    elif transform == "markdown-answer":
-        cell = next(c for c in nb.cells if grade_id(c) == "multihead")
-        cell.cell_type = "markdown"
-        cell.pop("outputs"), cell.pop("execution_count")
-    else:
-        assert transform is None, f"unknown notebook transform {transform}"
-    nbformat.write(nb, folder / name)
-
-
-def trusted_state(course):
-    """Every trusted file's inode, times and content: a rewrite with the same bytes shows too."""
-    paths = sorted((course / "source").rglob("*")) + [course / "nbgrader_config.py"]
-    return {str(p): (p.stat().st_ino, p.stat().st_mtime_ns, p.stat().st_ctime_ns,
-                     hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None) for p in paths}
-
-
-def leftover_processes(course):
-    """Processes still running whose working folder is in the course, or the attack's sleeper."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if cwd.startswith(str(course)) or "sleep 2718281" in cmd:
-            found.append((pid, cwd, cmd))
-    return found
-
-
-def settled(find, seconds=10):
-    """What find() still finds once it has had `seconds` to empty: a process being torn down
-    when grading returns is not a leftover; one that lives on (the attack's sleeper) is."""
-    deadline = time.monotonic() + seconds
-    while (found := find()) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return found
 
 
 def run_class(course, answers):
@@ -102,27 +36,6 @@ def run_class(course, answers):
     feedback = nbgrader(course, "generate_feedback", "multihead", check=False)
     return {"course": course, "run": run, "feedback": feedback, "leftovers": leftovers,
             "trusted_before": before, "trusted_after": trusted_state(course)}
-
-
-def dangerous_files(*folders, max_depth=40):
-    """Symlinks, FIFOs, sockets, devices, set-uid or set-gid files and too deep folders below
-    `folders`, as (path, what), found without following a link."""
-    found = []
-    for top in folders:
-        for here, dirs, files in os.walk(top):
-            if len(os.path.relpath(here, top).split(os.sep)) > max_depth:
-                found.append((here, "deep folder"))
-                dirs[:] = []
-                continue
-            for name in dirs + files:
-                path = os.path.join(here, name)
-                mode = os.lstat(path).st_mode
-                what = ("symlink" if stat.S_ISLNK(mode) else "fifo" if stat.S_ISFIFO(mode)
-                        else "socket" if stat.S_ISSOCK(mode) else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                        else "set-uid" if mode & (stat.S_ISUID | stat.S_ISGID) else None)
-                if what:
-                    found.append((path, what))
-    return found
 
 
 @pytest.fixture(scope="module")
