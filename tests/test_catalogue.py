@@ -11,9 +11,8 @@ import nbformat
 import pytest
 
 from tinygpt_course.testing import catalogue
-from tinygpt_course.testing.catalogue import dangerous_files, leftover_processes, settled, submit, trusted_state
-from tinygpt_course.testing.course import BIN, env, make_course, nbgrader, scores
-from tinygpt_course.testing.notebooks import marked_lines, source_path
+from tinygpt_course.testing.catalogue import leftover_processes, settled, submit, trusted_state
+from tinygpt_course.testing.course import BIN, env, make_course, nbgrader
 
 CATALOGUE = catalogue.answers("multihead")
 BY_NAME = {a.name: a for a in CATALOGUE}
@@ -67,15 +66,12 @@ def test_class_run_finishes(graded):
     # nbgrader exits 1 because it refused the spoofed submission, and for nothing else
     assert run.returncode == 1 and failed == ["41_spoofed_submission"], run.stderr[-3000:]
     assert feedback.returncode == 0, feedback.stderr[-3000:]
-    for a in GRADED:   # every learner has an autograded copy and feedback
-        assert (course / "autograded" / a.name / "multihead" / "multihead.ipynb").exists(), a.name
-        assert (course / "feedback" / a.name / "multihead" / "multihead.html").exists(), a.name
+    assert catalogue.ungraded(course, GRADED) == []   # every learner has an autograded copy and feedback
 
 
 @pytest.mark.parametrize("answer", CATALOGUE, ids=[a.name for a in CATALOGUE])
 def test_expected_score(graded, answer):
-    got = scores(graded["course"], "multihead", answer.name)
-    assert {k: got.get(k, 0.0) or 0.0 for k in answer.expect} == answer.expect, answer.why
+    assert catalogue.scored(graded["course"], answer) == answer.expect, answer.why
 
 
 def test_spoofed_submission_is_not_graded(graded):
@@ -109,15 +105,7 @@ def test_tampering_scores_below_full_and_is_flagged(graded):
 
 
 def test_feedback_never_shows_a_hidden_line(graded):
-    course, source = graded["course"], nbformat.read(source_path("multihead"), as_version=4)
-    hidden, solution = marked_lines(source, "HIDDEN TESTS"), marked_lines(source, "SOLUTION")
-    assert hidden and solution
-    for a in GRADED:   # the learner's own code may hold lines like the solution's
-        lines = hidden | {ln for ln in solution if ln not in a.code}
-        page = html.unescape(re.sub(r"<[^>]+>", "", (course / "feedback" / a.name / "multihead" / "multihead.html").read_text()))
-        leaked = [ln for ln in lines if ln in page]
-        assert not leaked, (a.name, leaked)
-        assert "BEGIN HIDDEN TESTS" not in page
+    assert catalogue.leaked_lines(graded["course"], GRADED) == {}
 
 
 @pytest.mark.parametrize("student, diagnosis", [
@@ -134,7 +122,7 @@ def test_a_learner_error_shows_neither_bulk_nor_the_solution(graded):
     """45 raises 200000 characters over 100 lines, after whatever definitions of MultiHead its
     process held: its feedback and its gradebook comment quote one capped line."""
     course, name = graded["course"], "45_attack_solution_in_error"
-    page = html.unescape(re.sub(r"<[^>]+>", "", (course / "feedback" / name / "multihead" / "multihead.html").read_text()))
+    page = catalogue.feedback_text(course, name)
     assert "MultiHead() failed" in page and "A" * 300 not in page
     from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
@@ -162,12 +150,7 @@ def test_nothing_learner_code_wrote_reaches_the_host(graded):
     """No symlink, FIFO, device, set-uid file or deep folder under autograded/, feedback/ or the
     grader's temp folder, and no file there larger than nbgrader's own (the 1 GiB file)."""
     course = graded["course"]
-    folders = [course / "autograded", course / "feedback", course / "tmp"]
-    assert dangerous_files(*folders) == []
-    big = [p for f in folders for p in f.rglob("*") if p.is_file() and p.stat().st_size > 50 << 20]
-    assert big == []
-    names = {p.name for f in folders for p in f.rglob("*")}
-    assert not names & {"source.html", "config.html", "gradebook.html", "classmate.html", "python-suid", "big.bin", "d"}
+    assert catalogue.reached_the_host(course / "autograded", course / "feedback", course / "tmp") == []
 
 
 def test_the_graders_log_is_intact(graded):

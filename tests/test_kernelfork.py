@@ -14,6 +14,7 @@ import resource
 import shutil
 import socket
 import subprocess
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -285,13 +286,13 @@ def grader_accounts(tmp_path_factory):
     from tinygpt_course.testing import hub
     if os.geteuid() != 0 or not all(shutil.which(t) for t in ("useradd", "userdel", "usermod", "runuser", "newuidmap")):
         pytest.skip("needs root, useradd/usermod/runuser and newuidmap (apt-get install uidmap)")
-    base = tmp_path_factory.mktemp("graders")
+    # not below pytest's folder: every pytest session of root makes /tmp/pytest-of-root 0700 again
+    # (another one on this machine would lock the accounts out mid-test)
+    base = Path(tempfile.mkdtemp(prefix="tinygpt-graders-", dir="/var/tmp"))
     os.chmod(base, 0o755)
-    for p in base.parents:        # pytest's folder is 0700: let the accounts reach theirs
-        if str(p).startswith("/tmp/pytest-of-"):
-            os.chmod(p, os.stat(p).st_mode | 0o005)
     venv = hub.make_course_venv(base, base / "venv.log")
-    users = {"sub": "tgsbsub", "plain": "tgsbplain"}
+    # names of this run's own: another run of this test on the machine has its own accounts
+    users = {"sub": f"tgsb{os.getpid() % 10 ** 6}s", "plain": f"tgsb{os.getpid() % 10 ** 6}p"}
     for name in users.values():
         subprocess.run(["userdel", name], capture_output=True)
         subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
@@ -318,6 +319,7 @@ def grader_accounts(tmp_path_factory):
     yield run_as
     for name in users.values():
         subprocess.run(["userdel", name], capture_output=True)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.parametrize("fork", ["True", "False"], ids=["forked", "started"])
@@ -384,7 +386,7 @@ def test_a_teacher_account_grades_with_nbgrader_autograde(grader_accounts):
     account's user namespace). Every answer gets the catalogue's score, and the set-uid copy and
     the detached sleeper stay in their sandboxes: neither is in autograded/ or outlives grading."""
     from tinygpt_course.testing import catalogue
-    from tinygpt_course.testing.course import make_course, scores
+    from tinygpt_course.testing.course import make_course
     user, venv = grader_accounts.users["sub"], grader_accounts.venv
     course = make_course(grader_accounts.base / "sub-course",
                          extra_config="c.RobustExecute.timeout = 60\nc.IndependentChecks.timeout = 120\n")
@@ -402,8 +404,7 @@ def test_a_teacher_account_grades_with_nbgrader_autograde(grader_accounts):
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "UNSANDBOXED" not in proc.stderr and "allow_grader_uid" not in proc.stderr
         for a in answers:
-            got = scores(course, "multihead", a.name)
-            assert {k: got.get(k, 0.0) or 0.0 for k in a.expect} == a.expect, (a.name, proc.stderr[-2000:])
+            assert catalogue.scored(course, a) == a.expect, (a.name, proc.stderr[-2000:])
         assert not list((course / "autograded").rglob("python-suid"))
         assert catalogue.settled(lambda: catalogue.leftover_processes(course)) == []
     finally:

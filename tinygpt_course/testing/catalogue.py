@@ -212,3 +212,60 @@ def dangerous_files(*folders, max_depth=40):
                 if what:
                     found.append((path, what))
     return found
+
+
+def scored(course, answer):
+    """The learner's points for each check its `# expect:` line names (0 for one not graded)."""
+    from .course import scores
+    got = scores(course, "multihead", answer.name)
+    return {k: got.get(k, 0.0) or 0.0 for k in answer.expect}
+
+
+def ungraded(course, answers, feedback=True):
+    """The answers' students without an autograded notebook (or, with feedback, a feedback page)."""
+    course = Path(course)
+    return [a.name for a in answers
+            if not (course / "autograded" / a.name / "multihead" / "multihead.ipynb").exists()
+            or feedback and not (course / "feedback" / a.name / "multihead" / "multihead.html").exists()]
+
+
+ATTACK_NAMES = {"source.html", "config.html", "gradebook.html", "classmate.html", "python-suid", "big.bin", "d"}
+
+
+def reached_the_host(*folders):
+    """What of the attacks' writing is below `folders` (autograded/, feedback/, the grader's temp
+    folder): dangerous files (:func:`dangerous_files`), files larger than nbgrader's own (the
+    1 GiB file) and the attacks' own names, as (path, what)."""
+    found = dangerous_files(*folders)
+    for top in folders:
+        for p in Path(top).rglob("*"):
+            if p.is_file() and not p.is_symlink() and p.stat().st_size > 50 << 20:
+                found.append((str(p), "big file"))
+            if p.name in ATTACK_NAMES or p.name.startswith("fill-"):
+                found.append((str(p), "an attack's file"))
+    return found
+
+
+def feedback_text(course, student):
+    """The learner's feedback page as the text a reader sees (tags stripped, entities decoded)."""
+    import html
+    page = (Path(course) / "feedback" / student / "multihead" / "multihead.html").read_text()
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def leaked_lines(course, answers):
+    """{student: the hidden tests' lines, and the solution's not in the learner's own code, that
+    its feedback shows}, for those whose feedback shows any (or the hidden-tests marker)."""
+    import nbformat
+
+    from .notebooks import marked_lines, source_path
+    source = nbformat.read(source_path("multihead"), as_version=4)
+    hidden, solution = marked_lines(source, "HIDDEN TESTS"), marked_lines(source, "SOLUTION")
+    assert hidden and solution, "no hidden tests or solution found in the source notebook"
+    found = {}
+    for a in answers:   # the learner's own code may hold lines like the solution's
+        page = feedback_text(course, a.name)
+        leaked = [ln for ln in hidden | {ln for ln in solution if ln not in a.code} if ln in page]
+        if leaked or "BEGIN HIDDEN TESTS" in page:
+            found[a.name] = leaked or ["BEGIN HIDDEN TESTS"]
+    return found

@@ -1,5 +1,5 @@
 # expect: shapes=1 weight_count=1 out_is_proj=2 attention_weights=2 causal=1
-# why: attack: a right answer that then starts 3000 sleeping processes (bounded: a flood, not a fork bomb) and leaves them; with a root grader RLIMIT_NPROC was never applied and all 3000 started; with RLIMIT_NPROC (per uid, every sandbox's together) as the cap, the learners graded beside it could not start theirs. Now the sandbox's pids cgroup stops it below c.Sandbox.max_processes and the right answer keeps its marks
+# why: attack: a right answer that then starts 3000 sleeping processes (bounded: a flood, not a fork bomb) and leaves them; with a root grader RLIMIT_NPROC was never applied and all 3000 started; with RLIMIT_NPROC (per uid, every sandbox's together) as the cap, the learners graded beside it could not start theirs. Now the sandbox's pids cgroup stops it below c.Sandbox.max_processes; its own kernel may then break (ipykernel cannot start a thread at the cap), so its score is not compared: the expect line is a right answer's
 class MultiHead(nn.Module):
     def __init__(self):
         super().__init__()
