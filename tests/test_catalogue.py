@@ -1,89 +1,22 @@
 """Tests of the tests: every answer in tests/catalogue/multihead/ graded by the real `nbgrader
 autograde` with the course's configuration, in one class run, against its expected score per
 check; the attacks among them stopped by the sandbox, and shown to work without it."""
-import hashlib
 import html
-import json
 import os
 import re
 import sqlite3
-import stat
 import subprocess
-import time
 
 import nbformat
 import pytest
 
 from tinygpt_course.testing import catalogue
-from tinygpt_course.testing.course import BIN, env, make_course, nbgrader, scores
-from tinygpt_course.testing.notebooks import grade_id, marked_lines, source_path, with_answer
+from tinygpt_course.testing.catalogue import leftover_processes, settled, submit, trusted_state
+from tinygpt_course.testing.course import BIN, env, make_course, nbgrader
 
 CATALOGUE = catalogue.answers("multihead")
 BY_NAME = {a.name: a for a in CATALOGUE}
 TEST_CONFIG = "c.RobustExecute.timeout = 20\nc.IndependentChecks.timeout = 40\n"
-
-
-SPOOFER_UID = 4242   # not the grader, not a user named like any student
-
-
-def submit(course, student, answer, transform):
-    folder = course / "submitted" / student / "multihead"
-    folder.mkdir(parents=True)
-    if transform == "spoof":      # the right files, made by somebody else
-        nbformat.write(with_answer(course / "release" / "multihead" / "multihead.ipynb", answer),
-                       folder / "multihead.ipynb")
-        for path in (folder, folder / "multihead.ipynb"):
-            os.chown(path, SPOOFER_UID, SPOOFER_UID)
-        return
-    nb = with_answer(course / "release" / "multihead" / "multihead.ipynb", answer)
-    tests = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and grade_id(c) != "multihead"]
-    name = "multihead.ipynb"
-    if transform == "invalid-json":
-        (folder / name).write_text(nbformat.writes(nb)[:-200])
-        return
-    if transform == "rename":
-        name = "multihead-mine.ipynb"
-    elif transform == "delete-tests":
-        nb.cells = [c for c in nb.cells if c not in tests]
-    elif transform == "duplicate-tests":
-        nb.cells = nb.cells + [nbformat.from_dict(json.loads(json.dumps(c))) for c in tests]
-    elif transform == "markdown-answer":
-        cell = next(c for c in nb.cells if grade_id(c) == "multihead")
-        cell.cell_type = "markdown"
-        cell.pop("outputs"), cell.pop("execution_count")
-    else:
-        assert transform is None, f"unknown notebook transform {transform}"
-    nbformat.write(nb, folder / name)
-
-
-def trusted_state(course):
-    """Every trusted file's inode, times and content: a rewrite with the same bytes shows too."""
-    paths = sorted((course / "source").rglob("*")) + [course / "nbgrader_config.py"]
-    return {str(p): (p.stat().st_ino, p.stat().st_mtime_ns, p.stat().st_ctime_ns,
-                     hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None) for p in paths}
-
-
-def leftover_processes(course):
-    """Processes still running whose working folder is in the course, or the attack's sleeper."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if cwd.startswith(str(course)) or "sleep 2718281" in cmd:
-            found.append((pid, cwd, cmd))
-    return found
-
-
-def settled(find, seconds=10):
-    """What find() still finds once it has had `seconds` to empty: a process being torn down
-    when grading returns is not a leftover; one that lives on (the attack's sleeper) is."""
-    deadline = time.monotonic() + seconds
-    while (found := find()) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return found
 
 
 def run_class(course, answers):
@@ -102,27 +35,6 @@ def run_class(course, answers):
     feedback = nbgrader(course, "generate_feedback", "multihead", check=False)
     return {"course": course, "run": run, "feedback": feedback, "leftovers": leftovers,
             "trusted_before": before, "trusted_after": trusted_state(course)}
-
-
-def dangerous_files(*folders, max_depth=40):
-    """Symlinks, FIFOs, sockets, devices, set-uid or set-gid files and too deep folders below
-    `folders`, as (path, what), found without following a link."""
-    found = []
-    for top in folders:
-        for here, dirs, files in os.walk(top):
-            if len(os.path.relpath(here, top).split(os.sep)) > max_depth:
-                found.append((here, "deep folder"))
-                dirs[:] = []
-                continue
-            for name in dirs + files:
-                path = os.path.join(here, name)
-                mode = os.lstat(path).st_mode
-                what = ("symlink" if stat.S_ISLNK(mode) else "fifo" if stat.S_ISFIFO(mode)
-                        else "socket" if stat.S_ISSOCK(mode) else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                        else "set-uid" if mode & (stat.S_ISUID | stat.S_ISGID) else None)
-                if what:
-                    found.append((path, what))
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -154,15 +66,12 @@ def test_class_run_finishes(graded):
     # nbgrader exits 1 because it refused the spoofed submission, and for nothing else
     assert run.returncode == 1 and failed == ["41_spoofed_submission"], run.stderr[-3000:]
     assert feedback.returncode == 0, feedback.stderr[-3000:]
-    for a in GRADED:   # every learner has an autograded copy and feedback
-        assert (course / "autograded" / a.name / "multihead" / "multihead.ipynb").exists(), a.name
-        assert (course / "feedback" / a.name / "multihead" / "multihead.html").exists(), a.name
+    assert catalogue.ungraded(course, GRADED) == []   # every learner has an autograded copy and feedback
 
 
 @pytest.mark.parametrize("answer", CATALOGUE, ids=[a.name for a in CATALOGUE])
 def test_expected_score(graded, answer):
-    got = scores(graded["course"], "multihead", answer.name)
-    assert {k: got.get(k, 0.0) or 0.0 for k in answer.expect} == answer.expect, answer.why
+    assert catalogue.scored(graded["course"], answer) == answer.expect, answer.why
 
 
 def test_spoofed_submission_is_not_graded(graded):
@@ -196,15 +105,7 @@ def test_tampering_scores_below_full_and_is_flagged(graded):
 
 
 def test_feedback_never_shows_a_hidden_line(graded):
-    course, source = graded["course"], nbformat.read(source_path("multihead"), as_version=4)
-    hidden, solution = marked_lines(source, "HIDDEN TESTS"), marked_lines(source, "SOLUTION")
-    assert hidden and solution
-    for a in GRADED:   # the learner's own code may hold lines like the solution's
-        lines = hidden | {ln for ln in solution if ln not in a.code}
-        page = html.unescape(re.sub(r"<[^>]+>", "", (course / "feedback" / a.name / "multihead" / "multihead.html").read_text()))
-        leaked = [ln for ln in lines if ln in page]
-        assert not leaked, (a.name, leaked)
-        assert "BEGIN HIDDEN TESTS" not in page
+    assert catalogue.leaked_lines(graded["course"], GRADED) == {}
 
 
 @pytest.mark.parametrize("student, diagnosis", [
@@ -221,7 +122,7 @@ def test_a_learner_error_shows_neither_bulk_nor_the_solution(graded):
     """45 raises 200000 characters over 100 lines, after whatever definitions of MultiHead its
     process held: its feedback and its gradebook comment quote one capped line."""
     course, name = graded["course"], "45_attack_solution_in_error"
-    page = html.unescape(re.sub(r"<[^>]+>", "", (course / "feedback" / name / "multihead" / "multihead.html").read_text()))
+    page = catalogue.feedback_text(course, name)
     assert "MultiHead() failed" in page and "A" * 300 not in page
     from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
@@ -249,12 +150,7 @@ def test_nothing_learner_code_wrote_reaches_the_host(graded):
     """No symlink, FIFO, device, set-uid file or deep folder under autograded/, feedback/ or the
     grader's temp folder, and no file there larger than nbgrader's own (the 1 GiB file)."""
     course = graded["course"]
-    folders = [course / "autograded", course / "feedback", course / "tmp"]
-    assert dangerous_files(*folders) == []
-    big = [p for f in folders for p in f.rglob("*") if p.is_file() and p.stat().st_size > 50 << 20]
-    assert big == []
-    names = {p.name for f in folders for p in f.rglob("*")}
-    assert not names & {"source.html", "config.html", "gradebook.html", "classmate.html", "python-suid", "big.bin", "d"}
+    assert catalogue.reached_the_host(course / "autograded", course / "feedback", course / "tmp") == []
 
 
 def test_the_graders_log_is_intact(graded):

@@ -10,9 +10,11 @@ import json
 import logging
 import os
 import pwd
+import resource
 import shutil
 import socket
 import subprocess
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -34,6 +36,10 @@ JOINED = [pytest.param(True, id="joined"), pytest.param(False, id="not-joined")]
 
 class Unjoined(SandboxedKernelManager):
     _join_sandbox = False
+
+
+class OutsideItsCgroups(SandboxedKernelManager):
+    _join_cgroups = False
 
 
 def execute(nb, folder, fork=True, join=True, **options):
@@ -157,7 +163,8 @@ def test_nothing_outlives_the_kernel(course, join):
 
 def test_runs_as_nobody_without_capabilities_under_the_caps(course):
     """As a started kernel in the same sandbox: uid and gid 65534 (no other group but the
-    sandbox's), no capability in any set, no_new_privs, the sandbox's rlimits."""
+    sandbox's), no capability in any set, no_new_privs, the sandbox's rlimits (no RLIMIT_NPROC
+    where its pids cgroup caps the processes: the grader's own)."""
     code = """
         import os, resource
         status = dict(line.split(':', 1) for line in open('/proc/self/status'))
@@ -170,7 +177,36 @@ def test_runs_as_nobody_without_capabilities_under_the_caps(course):
     sandbox = Sandbox()
     assert forked == started == (" ".join(["65534", "65534", "True", "0", "0", "0", "0", "0", "1",
                                             str(sandbox.memory_limit_mb * 2 ** 20), str(sandbox.cpu_limit_s),
-                                            str(sandbox.max_processes)]) + "\n", None), (forked, started)
+                                            str(sandbox.rlimits().get("nproc", resource.getrlimit(resource.RLIMIT_NPROC)[0]))])
+                                  + "\n", None), (forked, started)
+
+
+KERNEL_FLOOD = """
+    import os
+    n = 0
+    for _ in range(200):
+        try:
+            os.posix_spawn("/bin/sleep", ["sleep", "3141597"], {})
+        except OSError:
+            break
+        n += 1
+    print(n)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root grader's cgroups")
+@pytest.mark.parametrize("manager", [SandboxedKernelManager, OutsideItsCgroups], ids=["in-its-cgroups", "outside"])
+def test_a_forked_kernel_counts_against_its_sandboxs_cgroups(course, manager):
+    """A forked kernel joins its sandbox's memory and pids cgroups, not only its cgroup
+    namespace: a flood of 200 stops below c.Sandbox.max_processes (64 here; a root grader sets no
+    RLIMIT_NPROC beside the pids cgroup). Left outside them, all 200 start."""
+    cfg = Config()
+    cfg.Sandbox.max_processes = 64
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(textwrap.dedent(KERNEL_FLOOD))])
+    NotebookClient(nb, kernel_manager_class=manager, config=cfg, resources={"metadata": {"path": str(course[1])}},
+                   timeout=120, allow_errors=True).execute()
+    started = int("".join(o.get("text", "") for o in nb.cells[0].outputs if o.output_type == "stream").split()[-1])
+    assert (started < 64) == (manager is SandboxedKernelManager), started
 
 
 def test_a_template_that_cannot_start_means_a_cold_sandboxed_start(course, monkeypatch, caplog):
@@ -250,13 +286,13 @@ def grader_accounts(tmp_path_factory):
     from tinygpt_course.testing import hub
     if os.geteuid() != 0 or not all(shutil.which(t) for t in ("useradd", "userdel", "usermod", "runuser", "newuidmap")):
         pytest.skip("needs root, useradd/usermod/runuser and newuidmap (apt-get install uidmap)")
-    base = tmp_path_factory.mktemp("graders")
+    # not below pytest's folder: every pytest session of root makes /tmp/pytest-of-root 0700 again
+    # (another one on this machine would lock the accounts out mid-test)
+    base = Path(tempfile.mkdtemp(prefix="tinygpt-graders-", dir="/var/tmp"))
     os.chmod(base, 0o755)
-    for p in base.parents:        # pytest's folder is 0700: let the accounts reach theirs
-        if str(p).startswith("/tmp/pytest-of-"):
-            os.chmod(p, os.stat(p).st_mode | 0o005)
     venv = hub.make_course_venv(base, base / "venv.log")
-    users = {"sub": "tgsbsub", "plain": "tgsbplain"}
+    # names of this run's own: another run of this test on the machine has its own accounts
+    users = {"sub": f"tgsb{os.getpid() % 10 ** 6}s", "plain": f"tgsb{os.getpid() % 10 ** 6}p"}
     for name in users.values():
         subprocess.run(["userdel", name], capture_output=True)
         subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
@@ -279,9 +315,11 @@ def grader_accounts(tmp_path_factory):
         assert proc.returncode == 0, proc.stderr[-3000:]
         return json.loads(proc.stdout.splitlines()[-1]), pwd.getpwnam(user).pw_uid
 
+    run_as.users, run_as.venv, run_as.base = users, venv, base
     yield run_as
     for name in users.values():
         subprocess.run(["userdel", name], capture_output=True)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.parametrize("fork", ["True", "False"], ids=["forked", "started"])
@@ -336,3 +374,40 @@ def test_the_kernels_fd_2_is_a_pipe_the_grader_logs(course, fork, caplog, capfd)
         NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, config=cfg,
                        resources={"metadata": {"path": str(course[1])}}, timeout=60).execute()
     assert "\rFLAGGED bob (forged)" in capfd.readouterr().err     # defence off: the grader's own stderr
+
+
+GRADED_AS_TEACHER = ["01_right_comprehension", "06_plain_list", "36_attack_detached_sleeper", "62_attack_setuid_copy"]
+
+
+def test_a_teacher_account_grades_with_nbgrader_autograde(grader_accounts):
+    """The whole unprivileged path end to end, as CI (root) can run it: the account with
+    subordinate ids runs the real `nbgrader autograde` on its own course (the kernel forked from
+    the template, the independent re-run and the reference run, each in a sandbox nested in the
+    account's user namespace). Every answer gets the catalogue's score, and the set-uid copy and
+    the detached sleeper stay in their sandboxes: neither is in autograded/ or outlives grading."""
+    from tinygpt_course.testing import catalogue
+    from tinygpt_course.testing.course import make_course
+    user, venv = grader_accounts.users["sub"], grader_accounts.venv
+    course = make_course(grader_accounts.base / "sub-course",
+                         extra_config="c.RobustExecute.timeout = 60\nc.IndependentChecks.timeout = 120\n")
+    answers = [catalogue.answer("multihead", n) for n in GRADED_AS_TEACHER]
+    for a in answers:
+        catalogue.submit(course, a.name, a.code, a.notebook)
+    subprocess.run(["chown", "-R", f"{user}:{user}", str(course)], check=True)
+    home = grader_accounts.base / "sub"
+    home.mkdir(exist_ok=True)
+    shutil.chown(home, user, user)
+    proc = subprocess.run(["runuser", "-u", user, "--", "env", f"HOME={home}", f"PATH={venv / 'bin'}:/usr/bin:/bin",
+                           str(venv / "bin" / "nbgrader"), "autograde", "multihead", "--create"],
+                          capture_output=True, text=True, timeout=1800, cwd=course)
+    try:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "UNSANDBOXED" not in proc.stderr and "allow_grader_uid" not in proc.stderr
+        for a in answers:
+            assert catalogue.scored(course, a) == a.expect, (a.name, proc.stderr[-2000:])
+        assert not list((course / "autograded").rglob("python-suid"))
+        assert catalogue.settled(lambda: catalogue.leftover_processes(course)) == []
+    finally:
+        for pid, _, cmd in catalogue.leftover_processes(course):
+            if "sleep 2718281" in cmd:
+                os.kill(int(pid), 9)

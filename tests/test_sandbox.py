@@ -269,6 +269,49 @@ def test_memory_cgroup_counts_files(course):
     assert off.stdout.split() == ["512"], off.stderr
 
 
+BOMB = """
+    import os, signal
+    kids = []
+    for _ in range(4):                     # 4 children of 200 MB: each under the address-space cap
+        r, w = os.pipe()
+        kid = os.fork()
+        if kid == 0:
+            block = b"x" * (200 << 20)
+            os.write(w, b"1")
+            signal.pause()
+        os.close(w)
+        os.read(r, 1)                      # it holds its share, or was killed
+        kids.append(kid)
+    print(sum(os.waitpid(kid, os.WNOHANG) == (0, 0) for kid in kids))   # those holding at once
+"""
+SYSV = """
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    libc.shmget.argtypes, libc.shmat.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int], [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    libc.shmdt.argtypes = [ctypes.c_void_p]
+    for _ in range(4):                     # 4 segments of 200 MB, detached: in no address space
+        at = libc.shmat(libc.shmget(0, 200 << 20, 0o1600), None, 0)
+        ctypes.memset(at, 1, 200 << 20)
+        libc.shmdt(at)
+        print(200, flush=True)
+"""
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("code", [BOMB, SYSV], ids=["children", "sysv-shm"])
+def test_memory_cgroup_counts_children_and_shared_memory(course, code):
+    """Several children, each under the address-space cap, or SysV segments no address space
+    holds: 800 MB asked under a 512 MB cap, the sandbox's memory cgroup stops them (fewer than
+    4 hold, or the asker is killed); without the cgroup all 800 MB are held (the class-sized
+    attacks, tests/test_class_sandbox.py, never run without it)."""
+    on = run(code, True, course[1], sandbox=Sandbox(memory_limit_mb=512))
+    off = run(code, True, course[1], sandbox=Sandbox(memory_limit_mb=512, use_cgroup=False))
+    held = sum(map(int, on.stdout.split()))
+    assert held < (4 if code is BOMB else 800), on.stdout + on.stderr
+    assert sum(map(int, off.stdout.split())) == (4 if code is BOMB else 800), off.stdout + off.stderr
+
+
 def sandbox_uids(sandbox, marker):
     """The outside uids (real, effective, saved, fs) of a process running in `sandbox`."""
     proc = subprocess.Popen(sandbox.wrap(["/bin/sleep", marker]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -319,6 +362,53 @@ def test_a_process_flood_is_bounded_for_a_root_grader(course):
     off = run(FLOOD, True, course[1], sandbox=KeepsRoot(max_processes=64, use_cgroup=False))
     assert int(on.stdout.split()[-1]) < 64, on.stdout + on.stderr
     assert off.stdout.split() == ["300"], off.stdout + off.stderr
+
+
+SPAWN_FLOOD = """
+    import os, sys
+    n = 0
+    for _ in range(3000):
+        try:
+            os.posix_spawn("/bin/sleep", ["sleep", "31415{pid}"], {{}})
+        except OSError:
+            break
+        n += 1
+    print(n, flush=True)
+    sys.stdin.read()                       # the sleepers live until the test is done with them
+"""
+
+
+OWN_UID = 64123      # no account's, no other sandbox's
+
+
+class NprocToo(Sandbox):
+    """The sandbox with RLIMIT_NPROC set beside its pids cgroup, as it was (half the cgroup's
+    cap here, so that the uid's count, not the cgroup, stops the flood)."""
+
+    def rlimits(self):
+        return {**super().rlimits(), "nproc": self.max_processes // 2}
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("kind", [Sandbox, NprocToo], ids=["pids-cgroup", "nproc-too"])
+def test_one_sandboxs_flood_leaves_the_next_room(course, kind):
+    """With a pids cgroup per sandbox, a flood stops at its own sandbox's cap and the next
+    sandbox (another learner's, graded at once) starts and makes a thread. With RLIMIT_NPROC
+    as well, which counts every sandbox's processes of uid 65534 together, it cannot start.
+    (Both as a uid of the test's own, so that no other sandbox on the machine counts.)"""
+    sandbox = kind(max_processes=64, uid=OWN_UID)
+    assert sandbox.cgroup is not None
+    flood = subprocess.Popen(sandbox.wrap([sys.executable, "-c", textwrap.dedent(SPAWN_FLOOD.format(pid=os.getpid()))],
+                                          chdir="/tmp/work"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        started = int(flood.stdout.readline())
+        assert 0 < started < 64, started
+        other = run("import threading; t = threading.Thread(target=print, args=('ok',)); t.start(); t.join()",
+                    True, course[1], sandbox=kind(max_processes=64, uid=OWN_UID))
+    finally:
+        flood.kill()
+        flood.wait()
+    assert (other.stdout.split() == ["ok"]) == (kind is Sandbox), other.stdout + other.stderr
 
 
 def test_a_grader_that_is_not_root_is_refused_unless_it_accepts(monkeypatch):

@@ -83,4 +83,7 @@ def serve(conn):
             conn.send((student, code))
         except (OSError, KeyboardInterrupt):
             break
+    # os._exit skips atexit: remove this worker's sandbox cgroups first (a class run leaves none)
+    from tinygpt_course.grading.sandbox import Cgroups
+    Cgroups.sweep_mine()
     os._exit(0)

@@ -54,6 +54,7 @@ class SandboxedKernelManager(AsyncKernelManager):
     _run_dir = None         # the grader's own folder for the connection file (never in a sandbox)
     _box = None             # the template.Sandboxed the kernel runs in, which goes at cleanup
     _join_sandbox = True    # tests/test_kernelfork.py switches it off to show the join is the defence
+    _join_cgroups = True    # and this, to show that joining the sandbox's cgroups is what caps a forked kernel
 
     @property
     def sandbox(self):
@@ -89,7 +90,8 @@ class SandboxedKernelManager(AsyncKernelManager):
                 box.go()
             else:
                 try:
-                    start_forked(self.sandbox, box, kernel_cmd[3:], env, WORK, join=self._join_sandbox)
+                    start_forked(self.sandbox, box, kernel_cmd[3:], env, WORK, join=self._join_sandbox,
+                                 join_cgroups=self._join_cgroups)
                 except TemplateUnavailable as exc:
                     self.log.warning("%s: starting the kernel instead", exc)
                     box.go()

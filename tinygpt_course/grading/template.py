@@ -252,11 +252,12 @@ def start_sandbox(sandbox, chdir, files, log, who, argv=(), env=None, timeout=30
     return Sandboxed(proc, ns_pid, KernelOutput(proc.stdout, log, who), out_w)
 
 
-def start_forked(sandbox, box, argv, env, cwd, join=True):
+def start_forked(sandbox, box, argv, env, cwd, join=True, join_cgroups=True):
     """A kernel forked from the template into the sandbox `box` (from :func:`start_sandbox`);
-    `argv` are ipykernel's arguments. join=False leaves the fork outside the sandbox: only for
-    the test that shows what it stops."""
+    `argv` are ipykernel's arguments. join=False leaves the fork outside the sandbox, and
+    join_cgroups=False outside its cgroups: only for the tests that show what they stop."""
     pid = template().fork({"ns_pid": box.ns_pid, "argv": list(argv), "env": env, "cwd": cwd,
-                           "limits": sandbox.rlimits(), "join": join, "uid": sandbox.uid,
+                           "limits": sandbox.rlimits(), "join": join, "join_cgroups": join_cgroups,
+                           "uid": sandbox.uid,
                            "grader_pid": os.getpid(), "output_fd": box.output_w})
     return box.adopt(pid)

@@ -120,11 +120,37 @@ def become(uid):
     os.setresuid(uid, uid, uid)
 
 
-def join_sandbox(ns_pid, uid=65534):
-    """Enter every namespace of the sandbox whose PID 1 is `ns_pid` (PID: for our children),
-    then take its uid `uid` (c.Sandbox.uid; the default is its default).
+def cgroups_of(pid):
+    """{controllers: cgroup path} of a process, as /proc/<pid>/cgroup lists them ("" is v2's)."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        return {cs: path for _, cs, path in (ln.split(":", 2) for ln in f.read().splitlines())}
+
+
+def join_cgroups(ns_pid):
+    """Move this process into the memory and pids cgroups of the sandbox whose PID 1 is
+    `ns_pid` (a root grader gives each sandbox its own: launch.py put its first process there).
+    Joining its cgroup *namespace* moves nothing: without this a fork that joins the sandbox
+    would count against no cap of its sandbox. Done from outside, before the mount namespace
+    hides /sys/fs/cgroup. A sandbox in the grader's own cgroups (no cgroup made) is left alone."""
+    mine, theirs = cgroups_of("self"), cgroups_of(ns_pid)
+    for controllers, path in theirs.items():
+        names = controllers.split(",")
+        base = ("/sys/fs/cgroup" if controllers == "" else "/sys/fs/cgroup/memory" if "memory" in names
+                else "/sys/fs/cgroup/pids" if "pids" in names else None)
+        if base is None or mine.get(controllers) == path:
+            continue
+        with open(f"{base}{path}/cgroup.procs", "w") as f:
+            f.write(str(os.getpid()))
+
+
+def join_sandbox(ns_pid, uid=65534, cgroups=True):
+    """Enter the cgroups (`cgroups`: False only for the test that shows what it stops) and
+    every namespace of the sandbox whose PID 1 is `ns_pid` (PID: for our children), then take
+    its uid `uid` (c.Sandbox.uid; the default is its default).
     Each namespace is joined as soon as we may: a root grader may join them all from outside; an
     unprivileged one first enters the user namespace that owns them, then the sandbox's own."""
+    if cgroups:
+        join_cgroups(ns_pid)
     fds = {name: os.open(f"/proc/{ns_pid}/ns/{name}", os.O_RDONLY) for name in CLONE}
     ours = os.stat("/proc/self/ns/user").st_ino          # before /proc is the sandbox's
     left = [name for name in CLONE if name != "user"]
@@ -219,7 +245,7 @@ def keeper(job, report):
         # grader holds open for us until we reply; never the grader's or this process's stderr
         job["output_fd"] = os.open(f"/proc/{job['grader_pid']}/fd/{job['output_fd']}", os.O_WRONLY)
         if job.get("join", True):
-            join_sandbox(job["ns_pid"], job["uid"])
+            join_sandbox(job["ns_pid"], job["uid"], job.get("join_cgroups", True))
         else:
             outside_view(job)
         pid = os.fork()
