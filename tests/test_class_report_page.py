@@ -117,6 +117,8 @@ def klass(tmp_path, empty_gradebook):
         (root / "submitted" / "eve" / "head" / "head.ipynb.broken").write_text("{")
         grade(gb, "head", "eve", unanswered)
         graded_notebook(root, "eve", "head", unanswered)
+        # gus submitted head after the class was autograded
+        (root / "submitted" / "gus" / "head").mkdir(parents=True)
     return root
 
 
@@ -178,7 +180,8 @@ def test_flagged_and_ungraded_have_their_reason(klass):
     page = build(klass)
     problems = re.search(r"<h2>Flagged and ungraded submissions</h2>(.*?)<h2>", page, re.S).group(1)
     rows = {m.group(1): m.group(0) for m in re.finditer(r'<tr class="\w+"><td><code>([^<]*)</code>.*?</tr>', problems, re.S)}
-    assert set(rows) == {"bo", "cy", "eve"}, rows.keys()
+    assert set(rows) == {"bo", "cy", "eve", "gus"}, rows.keys()
+    assert "ungraded" in rows["gus"] and "submitted, not autograded yet: nbgrader autograde head" in rows["gus"]
     assert "flagged" in rows["bo"] and "FLAGGED by the independent re-run: &lt;i&gt;values&lt;/i&gt;" in rows["bo"]
     assert "ungraded" in rows["cy"] and f"belongs to uid {SPOOFER_UID}, not to cy" in rows["cy"] and "not graded" in rows["cy"]
     assert "head.ipynb.broken" in rows["eve"] and "flagged" in rows["eve"]

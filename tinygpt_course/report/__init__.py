@@ -37,8 +37,8 @@ def write_report(root, lesson, output=None, progress=True):
     all_results = [r for r in others if r is not None]
     if lesson not in LESSONS:
         all_results.append(results)
-    output = output or os.path.join(root, "reports", f"{lesson}.html")
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    output = os.path.abspath(output or os.path.join(root, "reports", f"{lesson}.html"))
+    os.makedirs(os.path.dirname(output), exist_ok=True)
     page = build_page(results, all_results, describe(lesson))
     with open(output, "w", encoding="utf-8") as f:
         f.write(page)

@@ -130,16 +130,22 @@ def lesson_results(coursedir, lesson, progress=None):
             subs[s.student] = s
         notebooks = [nb.name for nb in assignment.notebooks]
         roster = [(st.id, " ".join(n for n in (st.first_name, st.last_name) if n)) for st in gb.students]
+        max_score = assignment.max_score
+    top = os.path.join(coursedir.root, coursedir.submitted_directory)    # submitted/<student>/<lesson>/
+    for student in sorted(os.listdir(top)) if os.path.isdir(top) else ():
+        folder = coursedir.format_path(coursedir.submitted_directory, student, lesson)
+        if student not in subs and os.path.isdir(folder):     # submitted, never autograded
+            subs[student] = Submission(student, max_score=max_score, status="ungraded",
+                                       reasons=[f"submitted, not autograded yet: nbgrader autograde {lesson}"])
     for student, name in roster:       # in the class, no submission of this lesson
         if student not in subs:
-            subs[student] = Submission(student, name, max_score=sum(checks.values()), status="absent",
+            subs[student] = Submission(student, name, max_score=max_score, status="absent",
                                        reasons=["no submission"])
     items = sorted(subs.values(), key=lambda s: s.student)
     for s in progress(items, desc=f"reading {lesson}", unit="learner") if progress else items:
-        if s.status == "absent":
-            continue
-        _read_autograded(coursedir, lesson, notebooks, s)
-    return LessonResults(lesson, checks, sum(checks.values()), items)
+        if s.status == "graded":
+            _read_autograded(coursedir, lesson, notebooks, s)
+    return LessonResults(lesson, checks, max_score, items)
 
 
 def _read_autograded(coursedir, lesson, notebooks, s):
