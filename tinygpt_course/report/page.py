@@ -19,6 +19,7 @@ th, td { border: 1px solid #ccc; padding: .25em .5em; text-align: left; vertical
 th { background: #f3f3f3; }
 td.persists { background: #ffd7a8; font-weight: bold; }
 td.once { background: #fff3cf; }
+td.ladder { min-width: 22em; }
 .ladder dt { font-weight: bold; } .ladder dd { margin: 0 0 .4em 1.5em; }
 .none { color: #888; font-style: italic; }
 code { background: #f6f6f6; padding: 0 .2em; }
@@ -44,6 +45,8 @@ def score_plot(results):
     ax = fig.subplots()
     top = max(results.max_score, max(scores, default=0), 1)
     ax.hist(scores, bins=[x - 0.5 for x in range(int(top) + 2)], color="#4c72b0", edgecolor="white")
+    from matplotlib.ticker import MaxNLocator
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(f"score (of {results.max_score:g})")
     ax.set_ylabel("learners")
     ax.set_title(f"{results.lesson}: scores of {len(scores)} graded learners")
@@ -88,7 +91,7 @@ def mistakes_html(results, describe, ladder):
             for s in subs)
         what = describe(m)
         parts.append(f'<tr id="mistake-{e(m)}"><td><code>{e(m)}</code>' + (f"<br><small>{e(what)}</small>" if what else "")
-                     + f'</td><td class="count">{len(subs)}</td><td>{people}</td><td>{ladder_html(results.lesson, m, ladder)}</td></tr>')
+                     + f'</td><td class="count">{len(subs)}</td><td>{people}</td><td class="ladder">{ladder_html(results.lesson, m, ladder)}</td></tr>')
     parts.append("</table>")
     return "".join(parts)
 
