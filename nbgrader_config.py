@@ -28,6 +28,7 @@ from tinygpt_course.grading.repair import (  # noqa: E402
     ForgetDuplicates, RestoreDeletedCells, pre_convert_hook)
 from tinygpt_course.grading.hints_used import KeepHintsUsed  # noqa: E402
 from tinygpt_course.grading.sanitize_outputs import SanitizeOutputs  # noqa: E402
+from tinygpt_course.grading.verdicts import RecordVerdicts  # noqa: E402
 
 # Sanitizing as nbgrader does it, after an ownership check (a submission whose files belong to
 # another Unix user is not graded), plus two repairs: duplicated or deleted cells lose nothing;
@@ -44,9 +45,10 @@ c.Autograde.sanitize_preprocessors = [CheckOwner, KeepHintsUsed, ClearOutput, De
 # kernel runs in the sandbox), IndependentChecks right after it, SanitizeOutputs before the
 # notebook is saved (the formgrader shows the autograded notebook's outputs as they are: only
 # text, checked images and cleaned HTML stay; learner markdown is shown as text), RecordFlags
-# after the scores.
+# after the scores. RecordVerdicts keeps the re-run's verdict of each check (kind, mistake) in
+# the autograded notebook's test-cell metadata, for tinygpt-class-report; scores are untouched.
 c.Autograde.autograde_preprocessors = [
-    PrepareChecks, RobustExecute, IndependentChecks, IgnorePattern, ClearMetadataPreprocessor,
+    PrepareChecks, RobustExecute, IndependentChecks, RecordVerdicts, IgnorePattern, ClearMetadataPreprocessor,
     LimitOutput, SanitizeOutputs, SaveAutoGrades, RecordFlags, AssignLatePenalties, CheckCellMetadata]
 c.RobustExecute.timeout = 60               # seconds one cell may run
 c.IndependentChecks.timeout = 120          # seconds for the whole independent re-run

@@ -154,7 +154,12 @@ def render():
                 if not passed:
                     out.append(f"  * `{c}` ({pts[c]} point{'s' if pts[c] > 1 else ''}): {message}")
         out.append("")
-    out += [line.rstrip() for line in OPERATIONS.strip("\n").splitlines()]
+    from tinygpt_course.grading.verdicts import KEY
+    from tinygpt_course.report.collect import LESSONS
+    from tinygpt_course.report.page import NO_LADDER
+    ops = OPERATIONS.replace("{METADATA_KEY}", KEY).replace("{NO_LADDER}", NO_LADDER).replace(
+        "{LESSONS}", ", ".join(LESSONS))
+    out += [line.rstrip() for line in ops.strip("\n").splitlines()]
     return "\n".join(out) + "\n"
 
 
@@ -187,6 +192,39 @@ nbgrader release_feedback gpt                 # on the hub: learners fetch it
 Grading re-runs each answer in a sandbox with weights and a seed of its own and judges it
 against the lesson's solution; a check the learner's kernel passed but the re-run did not confirm
 loses its points and is flagged in the formgrader. The formgrader shows the same scores.
+
+**See what the class got wrong.** After autograde (the formgrader's button, `nbgrader autograde`
+or `tinygpt-grade-class`), from the same root:
+
+```bash
+tinygpt-class-report gpt                      # -> reports/gpt.html (one file: its plots are inlined)
+tinygpt-class-report gpt -o /tmp/gpt.html     # elsewhere; --course-dir DIR for another course root
+```
+
+Open the page in any browser; it runs no script (its Content-Security-Policy forbids them) and
+fetches nothing. It reads nbgrader's gradebook (scores; the FLAGGED comments) and the verdict
+grading kept for each check in the autograded notebook's metadata (`{METADATA_KEY}`, written by the
+`RecordVerdicts` step from the independent re-run, never from what the learner's kernel printed).
+Only the shared steps' mistakes, such as `dropout_on`, come with a one-line description: a mistake
+the lesson's checks name is explained by its hint ladder. The page shows, top to bottom:
+
+* the score distribution and each check's pass rate (full points in the gradebook), plotted and
+  as a table;
+* each mistake a failed check named, with how many learners made it, who (with the failed checks
+  and the message of the first), and its hint ladder: the idea, where it goes wrong, the nudge
+  (or "{NO_LADDER}" for a mistake without one). A learner counts once per mistake; one wrong
+  answer may fail several checks, and each check's verdict names what it sees, so a learner can
+  be listed under two mistakes;
+* flagged submissions (a check passed in the learner's kernel but not in the re-run; a notebook
+  that was not valid JSON, graded as the release), ungraded ones (files owned by another user,
+  no notebook, nbgrader failed: see its log) with the reason, and the learners of the gradebook
+  who submitted nothing;
+* across the lessons graded so far ({LESSONS}), a learner x mistake table: a cell names the lessons
+  in which that learner made that mistake; highlighted when there are two or more, a misconception
+  that persists (the softmax axis from head to gpt, say); the persisting ones are listed above it.
+
+A notebook graded before `RecordVerdicts` was in the pipeline has no verdicts: the report says so
+(flagged, "no verdicts recorded"); `nbgrader autograde <lesson> --force` regrades it.
 
 **Export the grades for the LMS.** Add one line to `nbgrader_config.py`:
 

@@ -190,3 +190,34 @@ def test_the_attacks_work_without_the_sandbox(tmp_path):
         for pid, _, cmd in leftover_processes(course):
             if "sleep 2718281" in cmd:
                 os.kill(int(pid), 9)
+
+
+def test_the_class_report_counts_each_mistake(graded):
+    """tinygpt-class-report on this very class (graded once, by the fixture): each plain answer
+    is listed under exactly the mistakes the lesson's judge names for it run here as plain
+    Python (its header's one, and what its other failed checks see), right answers under none,
+    and each count is its learners; a crash, attack or tampering that loses points is listed
+    under what the re-run named (a crash under one mistake); the spoofed submission is ungraded,
+    with CheckOwner's reason; the tampering ones are flagged."""
+    from tinygpt_course.report import write_report
+    from tinygpt_course.testing import report
+    page = open(write_report(graded["course"], "multihead", progress=False), encoding="utf-8").read()
+    who, counts = report.listed(page)
+    assert counts == {m: len(learners) for m, learners in who.items()}
+    got = report.by_learner(who)
+    wants = {a.name: report.expected_mistakes(a) for a in GRADED}
+    unnamed = [name for name, want in wants.items() if want is None]
+    for a in GRADED:
+        if wants[a.name] is None:
+            assert got.get(a.name), f"{a.name} lost points but is listed under no mistake"
+            assert a.sort != "crash" or len(got[a.name]) == 1, (a.name, got[a.name])
+        else:
+            assert got.get(a.name, set()) == wants[a.name], (a.name, a.why)
+    named = set(counts) | {m for want in wants.values() for m in want or ()}
+    assert {m: counts.get(m, 0) for m in named} == {   # each mistake: its learners, exactly
+        m: sum(m in (got.get(name, set()) if want is None else want) for name, want in wants.items()) for m in named}
+    print(f"class report: {len(counts)} mistakes, {sum(counts.values())} learner-mistakes; named by the re-run "
+          f"only: {({name: sorted(got[name]) for name in unnamed})}")
+    problems = report.section(page, "Flagged and ungraded submissions")
+    assert re.search(r"<code>41_spoofed_submission</code>.*?ungraded.*?belongs to uid 4242", problems, re.S)
+    assert re.search(r"<code>23_tamper_allclose</code>.*?flagged.*?FLAGGED", problems, re.S)

@@ -66,3 +66,19 @@ def test_feedback_names_the_mistake_and_hides_the_tests(graded, student, words):
     assert words in text
     hidden = marked_lines(nbformat.read(source_path("gpt"), 4), "HIDDEN TESTS")
     assert hidden and not [ln for ln in hidden if ln in re.sub(r"<[^>]+>", "", page)]
+
+
+def test_the_class_report_counts_each_mistake(graded):
+    """tinygpt-class-report on this very class (graded once, by the fixture): the solution is
+    listed under no mistake, the blank notebook under `unanswered`, each catalogue answer under
+    exactly the mistakes the lesson's judge names for it (run here as plain Python), and each
+    mistake's count is its learners."""
+    from tinygpt_course.report import write_report
+    from tinygpt_course.testing import report
+    page = open(write_report(graded[0], "gpt", progress=False), encoding="utf-8").read()
+    who, counts = report.listed(page)
+    got = report.by_learner(who)
+    wants = {"reference": set(), "blank": {"unanswered"}, **{a.name: report.expected_mistakes(a) for a in CATALOGUE}}
+    assert {name: got.get(name, set()) for name in wants} == wants
+    assert counts == {m: sum(m in want for want in wants.values()) for m in who}
+    assert "<code>reference</code>" not in report.section(page, "Flagged and ungraded submissions")
