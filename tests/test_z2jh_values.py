@@ -259,3 +259,13 @@ def test_readme_installs_the_pinned_chart():
     assert installs and all(f"--version {CHART_VERSION}" in line for line in installs), installs
     assert f"--version {CHART_VERSION}" in (Z2JH / "values.yaml").read_text()
     assert (CHART / "LICENSE").exists()
+
+
+def test_idle_servers_are_culled_as_on_one_machine(values):
+    """The chart's culler (cull:) stops a server idle for the one-machine hub's default timeout,
+    users kept; tests/test_hub.py shows the one-machine culler ending every process of the learner."""
+    cull = values["cull"]
+    assert cull["enabled"] is True and cull["users"] is False and cull["maxAge"] == 0, cull
+    config = (Z2JH.parent / "jupyterhub_config.py").read_text()
+    default = re.search(r'"TINYGPT_CULL_TIMEOUT", "(\d+)"', config)
+    assert default and cull["timeout"] == int(default[1]) and cull["every"] <= cull["timeout"], cull
