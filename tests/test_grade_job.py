@@ -122,11 +122,13 @@ def graded():
     for d in (base, etc, tools):
         os.chmod(d, 0o755)
 
-    def as_job(args, opts, path_first=(tools,), timeout=1800):
+    (etc / "none").write_text("")
+
+    def as_job(args, opts, path_first=(tools,), subids="subids"):
         env = {"HOME": str(base / "home"), "OMP_NUM_THREADS": "1", "JOB_COMPLETION_INDEX": "0", "LANG": "C.UTF-8",
                "PATH": os.pathsep.join([*map(str, path_first), str(venv / "bin"), "/usr/bin", "/bin"])}
         cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", MOUNTS, "sh", str(etc / "passwd"),
-               str(etc / "subids"), "setpriv", *opts, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()), *args]
+               str(etc / subids), "setpriv", *opts, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()), *args]
         return subprocess.Popen(cmd, cwd=base / "home", text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
     # the venv: this one where the teacher's uid can use it, else one made as for the hub's users
@@ -178,6 +180,24 @@ def graded():
                     str(course)], setpriv(pod, teacher_pod))
     state["merge"] = (merge.wait(timeout=900), merge.stdout.read())
     state["scores"] = subs.totals(subs.gradebook_scores(course))
+
+    # the defence off: no subordinate ids, and the course accepts the grader's uid (allow_grader_uid):
+    # the same probe, graded the same way, is the teacher's uid outside, and the watcher sees it
+    off = base / "home" / "tinygpt-off"
+    shutil.copytree(course, off, symlinks=True, ignore=shutil.ignore_patterns("shards", "s001_summed"))
+    with open(off / "nbgrader_config.py", "a") as f:
+        f.write("\nc.Sandbox.allow_grader_uid = True\n")
+    subprocess.run(["chown", "-R", f"{uid}:{gid}", str(off)], check=True)
+    cmd_off = list(cmd)
+    cmd_off[cmd_off.index("--course-dir") + 1] = str(off)
+    watcher_off = Watcher()
+    watcher_off.start()
+    proc = as_job(cmd_off + ["--force"], setpriv(pod, ctr), subids="none")
+    try:
+        state["off"] = (proc.communicate(timeout=1800)[0], watcher_off)
+    finally:
+        watcher_off.done.set()
+        watcher_off.join()
     yield state
     shutil.rmtree(base, ignore_errors=True)
 
@@ -200,6 +220,13 @@ def test_learner_code_runs_as_the_teachers_subordinate_uid_outside(graded):
     for pid, (uids, gids, name) in watcher.seen.items():
         assert uids == [first] * 4 and gids == [first] * 4, (pid, name, uids, gids)
         assert str(graded["uid"]) not in uids
+
+
+def test_the_uid_check_sees_the_grader_where_the_defence_is_off(graded):
+    """Without subordinate ids, with c.Sandbox.allow_grader_uid: learner code is the teacher's uid."""
+    out, watcher = graded["off"]
+    assert watcher.seen, "the probe was not seen with the defence off:\n" + out[-3000:]
+    assert all(uids == [str(graded["uid"])] * 4 for uids, _, _ in watcher.seen.values()), watcher.seen
 
 
 def test_the_jobs_old_constraints_are_refused_with_the_fix(graded):
