@@ -34,6 +34,10 @@ walks through the set-up:
     TINYGPT_LEARNER_MAX_PROCESSES  processes and threads of one user's server, together [1024]
     TINYGPT_LEARNER_CGROUP auto: each user's server in a cgroup of its own (hub/learner_cgroup.py; v1
                            or v2), killed whole at stop, /dev/shm cleaned; off: none [auto]
+    TINYGPT_CULL_TIMEOUT   seconds a server may sit idle (no browser tab, terminal or kernel active)
+                           before jupyterhub-idle-culler stops it, as Stop My Server does: every
+                           process of the user and their /dev/shm files go; 0 = never [3600]
+    TINYGPT_CULL_EVERY     how often the culler looks, in seconds [a quarter of the timeout, 5 to 300]
 
 Roles (hub/roles.py): each user's server gets JUPYTER_CONFIG_PATH=<state>/jupyter/<role>:<state>/jupyter/common.
 common: nbgrader's course id and exchange, JupyterLab's news pop-up off, terminals that keep the
@@ -86,6 +90,8 @@ AUTH = os.environ.get("TINYGPT_HUB_AUTH", "pam")
 LEARNER_MEMORY_MB = int(os.environ.get("TINYGPT_LEARNER_MEMORY_MB", "2048"))
 LEARNER_PROCESSES = int(os.environ.get("TINYGPT_LEARNER_MAX_PROCESSES", "1024"))
 UNITS = os.environ.get("TINYGPT_LEARNER_CGROUP", "auto")     # auto | off
+CULL_TIMEOUT = int(os.environ.get("TINYGPT_CULL_TIMEOUT", "3600"))
+CULL_EVERY = int(os.environ.get("TINYGPT_CULL_EVERY", "0")) or min(300, max(5, CULL_TIMEOUT // 4))
 ROLE_DIR = os.path.join(STATE, "jupyter")
 DB = os.path.join(STATE, "jupyterhub.sqlite")
 COOKIE_SECRET = os.path.join(STATE, "jupyterhub_cookie_secret")
@@ -236,3 +242,21 @@ def pre_spawn_hook(spawner):
 
 
 c.Spawner.pre_spawn_hook = pre_spawn_hook
+
+# --- the idle culler -----------------------------------------------------------------------------
+# jupyterhub-idle-culler (the `hub` extra), run by the hub as a service of its own with only the
+# rights it needs: a server idle for CULL_TIMEOUT seconds (the hub's last activity of it: browser
+# tabs, terminals and busy kernels count) is stopped through the hub's API, which calls the
+# spawner's stop: CappedSpawner.stop then kills everything left in the user's cgroup and removes
+# their /dev/shm files, as for Stop My Server. The saved notebooks stay; the learner starts again.
+if CULL_TIMEOUT > 0:
+    c.JupyterHub.services = [{
+        "name": "idle-culler",
+        "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={CULL_TIMEOUT}",
+                    f"--cull-every={CULL_EVERY}"],
+    }]
+    c.JupyterHub.load_roles = [{
+        "name": "idle-culler",
+        "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+        "services": ["idle-culler"],
+    }]

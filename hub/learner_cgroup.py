@@ -46,11 +46,11 @@ def _own_cgroup(controller):
     return "/"
 
 
-def version():
+def version(root=ROOT):
     """2, 1, or None when neither is usable (no memory controller)."""
-    if os.path.exists(os.path.join(ROOT, "cgroup.controllers")):
+    if os.path.exists(os.path.join(root, "cgroup.controllers")):
         return 2
-    if os.path.isdir(os.path.join(ROOT, "memory")) and os.path.isdir(os.path.join(ROOT, "pids")):
+    if os.path.isdir(os.path.join(root, "memory")) and os.path.isdir(os.path.join(root, "pids")):
         return 1
     return None
 
@@ -58,16 +58,18 @@ def version():
 class LearnerCgroup:
     """The cgroup(s) of one user's server."""
 
-    def __init__(self, user, memory_bytes=0, max_processes=0):
+    def __init__(self, user, memory_bytes=0, max_processes=0, root=ROOT):
+        """root: where the cgroup file system is mounted (/sys/fs/cgroup; a machine in hybrid mode
+        also has a v2 hierarchy at /sys/fs/cgroup/unified, without the memory and pids controllers)."""
         self.user, self.memory_bytes, self.max_processes = user, memory_bytes, max_processes
-        self.version = version()
+        self.version = version(root)
         if self.version == 1:
-            self.dirs = {c: os.path.join(ROOT, c, _own_cgroup(c).lstrip("/"), GROUP, user)
-                         for c in ("memory", "pids", "freezer") if os.path.isdir(os.path.join(ROOT, c))}
+            self.dirs = {c: os.path.join(root, c, _own_cgroup(c).lstrip("/"), GROUP, user)
+                         for c in ("memory", "pids", "freezer") if os.path.isdir(os.path.join(root, c))}
         elif self.version == 2:
             # v2 allows no processes in a cgroup whose children have controllers: a sibling of the hub's
             parent = os.path.dirname(_own_cgroup("").rstrip("/")) or "/"
-            self.base = os.path.join(ROOT, parent.lstrip("/"), GROUP)
+            self.base = os.path.join(root, parent.lstrip("/"), GROUP)
             self.dirs = {"unified": os.path.join(self.base, user)}
         else:
             self.dirs = {}
@@ -100,12 +102,20 @@ class LearnerCgroup:
                 _write(os.path.join(self.dirs["pids"], "pids.max"), self.max_processes or "max")
         else:
             d = self.dirs["unified"]
-            _write(os.path.join(d, "memory.max"), self.memory_bytes or "max")
-            try:
+            # a limit asked for where its controller is not enabled (not delegated to the hub's
+            # parent, or bound to a v1 hierarchy on a hybrid machine) is an error, not a silent no-op
+            for knob, value, controller in (("memory.max", self.memory_bytes, "memory"),
+                                            ("pids.max", self.max_processes, "pids")):
+                if os.path.exists(os.path.join(d, knob)):
+                    _write(os.path.join(d, knob), value or "max")
+                elif value:
+                    raise RuntimeError(f"cgroup v2: the {controller} controller is not enabled in {self.base} "
+                                       f"(cgroup.subtree_control of its parent), so {self.user}'s {knob} cannot "
+                                       f"be set: delegate it, or set TINYGPT_LEARNER_CGROUP=off")
+            try:        # absent where swap accounting is off
                 _write(os.path.join(d, "memory.swap.max"), 0 if self.memory_bytes else "max")
             except OSError:
                 pass
-            _write(os.path.join(d, "pids.max"), self.max_processes or "max")
 
     def enter(self):
         """Move the calling process in (the spawner's preexec_fn, in the child, before it drops
@@ -165,12 +175,12 @@ class LearnerCgroup:
         return killed
 
 
-def remove_empty_parents(users=()):
+def remove_empty_parents(users=(), root=ROOT):
     """The users' cgroups (killed) and then tinygpt-learners/ itself where nobody is left in it
     (for clean-up after tests; the hub keeps the parent)."""
     for user in users:
-        LearnerCgroup(user).kill()
-    for d in LearnerCgroup("-").dirs.values():
+        LearnerCgroup(user, root=root).kill()
+    for d in LearnerCgroup("-", root=root).dirs.values():
         try:
             os.rmdir(os.path.dirname(d))
         except OSError:

@@ -22,7 +22,7 @@ then), releases feedback and exports (student 1's name in it); the formgrader co
 submissions; the students fetch their feedback. Both students are refused every file of source/,
 tests/catalogue/ and docs/ by every path they could know. Last, student 1's server as a unit: three
 children asking twice the cap together do not get it; setsid, nohup and /dev/shm do not survive
-Stop My Server.
+Stop My Server, nor the idle culler (jupyterhub-idle-culler, a 20 s timeout switched on at the end).
 
 Needs root, useradd/runuser, configurable-http-proxy, /usr/bin/chromium, /usr/bin/python3 with
 venv and cgroups (`bash course.sh test` installs what it can as root). Skipped without them,
@@ -324,6 +324,26 @@ print('TG_GREEDY', 'alive', len(alive), 'killed', killed, 'said-held', held)
 for pid in alive:
     os.kill(pid, signal.SIGKILL)
 """
+
+
+def _leave_behind(page, hub, user, tag, shm, size):
+    """From a learner's terminal (closed after): a setsid'd sleep, a nohup'd python and a /dev/shm
+    file of `size` bytes, all outliving the terminal."""
+    _terminal(page, hub, user, f"setsid sleep {tag} </dev/null >/dev/null 2>&1 & "
+              f"nohup python -c 'import time; time.sleep({tag + 1})' </dev/null >/dev/null 2>&1 & "
+              f"head -c {size} /dev/zero > {shm}; sleep 1")
+    assert _pids(user, str(tag)) and _pids(user, f"time.sleep({tag + 1})") and shm.exists(), \
+        f"the background processes or the /dev/shm file did not start: {hh.pids_of_uid(hh.uid(user))}"
+
+
+def _all_gone(user, shm, unit, by):
+    """No process of the user, no /dev/shm file, no cgroup left after `by` stopped their server."""
+    left = hh.pids_of_uid(hh.uid(user))
+    assert not left, f"processes of {user} outlived {by}: " + "; ".join(
+        f"{p}: {Path(f'/proc/{p}/cmdline').read_bytes().replace(bytes(1), b' ').decode(errors='replace')}"
+        for p in left if Path(f"/proc/{p}").exists())
+    assert not shm.exists(), f"{shm} outlived {by}"
+    assert not unit.exists(), f"{user}'s cgroup {unit} is still there after {by}"
 
 
 def _disabled_extensions(page):
@@ -825,12 +845,8 @@ def test_classroom_on_jupyterhub():
         assert _pids(STUDENT1, "jupyterhub-singleuser") == [server1], "the OOM killer took the learner's server"
 
         shm = Path(f"/dev/shm/tg-leftover-{STUDENT1}")
-        _terminal(s1, hub, STUDENT1, "setsid sleep 424242 </dev/null >/dev/null 2>&1 & "
-                  "nohup python -c 'import time; time.sleep(424243)' </dev/null >/dev/null 2>&1 & "
-                  f"head -c 67108864 /dev/zero > {shm}; sleep 1")
-        # the terminal is gone (closed by _terminal): what it started lives on, as the issue found
-        assert _pids(STUDENT1, "424242") and _pids(STUDENT1, "time.sleep(424243)") and shm.exists(), \
-            f"the background processes or the /dev/shm file did not start: {hh.pids_of_uid(hh.uid(STUDENT1))}"
+        # the terminal is gone (closed by _leave_behind): what it started lives on, as the issue found
+        _leave_behind(s1, hub, STUDENT1, 424242, shm, 67108864)
         s1.goto(f"{hub.url}/hub/home")
         s1.locator("#stop").click()
         s1.locator("#start").wait_for(state="visible", timeout=120_000)
@@ -844,13 +860,38 @@ def test_classroom_on_jupyterhub():
                 break
             s1.wait_for_timeout(500)
         assert r.status == 200 and not r.json().get("pending"), f"the hub did not finish the stop: {r.status} {r.text()[:500]}"
-        left = hh.pids_of_uid(hh.uid(STUDENT1))
-        assert not left, "processes of student 1 outlived Stop My Server: " + "; ".join(
-            f"{p}: {Path(f'/proc/{p}/cmdline').read_bytes().replace(bytes(1), b' ').decode(errors='replace')}"
-            for p in left if Path(f"/proc/{p}").exists())
-        assert not shm.exists(), f"{shm} outlived Stop My Server"
-        assert not unit.exists(), f"student 1's cgroup {unit} is still there"
+        _all_gone(STUDENT1, shm, unit, "Stop My Server")
         print(f"hub: Stop My Server ended all of {STUDENT1}'s processes (setsid sleep, nohup python) and removed {shm}")
+
+        mark("the idle culler")
+        # --- the idle culler: the learner starts their server again, leaves setsid'd and nohup'd
+        # processes and a /dev/shm file behind, and closes the tab. Only then is the culler switched
+        # on (TINYGPT_CULL_TIMEOUT=20 s, the hub restarted: servers stay), so nothing has to happen
+        # before it acts; it must stop the idle server, and the spawner's stop end everything
+        s1.locator("#start").click()
+        s1.locator("#jp-main-dock-panel").wait_for(state="visible", timeout=180_000)
+        (server1,) = _pids(STUDENT1, "jupyterhub-singleuser")
+        unit = _cgroup_dir(server1)
+        shm = Path(f"/dev/shm/tg-idle-{STUDENT1}")
+        _leave_behind(s1, hub, STUDENT1, 525252, shm, 33554432)
+        s1.goto("about:blank")                       # the learner leaves: no tab of theirs is open
+        hub.env.update(TINYGPT_CULL_TIMEOUT="20")
+        hub.restart()
+        t_cull = time.time()
+        deadline = t_cull + 600                      # the culler looks every 5 s: a generous bound
+        while time.time() < deadline:
+            r = s1.request.get(f"{hub.url}/hub/api/user")
+            if r.status == 200 and r.json().get("server") is None and not r.json().get("pending") \
+                    and not hh.pids_of_uid(hh.uid(STUDENT1)) and not shm.exists() and not unit.exists():
+                break
+            time.sleep(1)
+        assert r.status == 200 and r.json().get("server") is None, \
+            f"the idle culler did not stop {STUDENT1}'s server: {r.status} {r.text()[:500]}"
+        _all_gone(STUDENT1, shm, unit, "the idle culler")
+        assert f"Culling server {STUDENT1} " in hub.log.read_text(errors="replace"), \
+            "the server was stopped, but the hub log has no 'Culling server' line of jupyterhub-idle-culler"
+        print(f"hub: the idle culler (20 s) stopped {STUDENT1}'s idle server {time.time() - t_cull:.0f} s after "
+              f"it was switched on: every process (setsid sleep, nohup python), {shm} and the cgroup gone")
         mark("end")
         print("hub test stages (each until the next):", "; ".join(stages))
         print(f"hub test: venv {t_venv:.0f}s, total {time.time() - t0:.0f}s; "

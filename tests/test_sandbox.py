@@ -4,6 +4,7 @@ Each test runs the same snippet with the sandbox on and off: off, the snippet su
 shows the test can fail and that the sandbox is what stops it.
 """
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -432,3 +433,19 @@ def test_cgroups_of_ended_graders_are_removed(course):
     assert all(os.path.isdir(p) for p in left), left
     made.sweep_dead()
     assert not any(os.path.exists(p) for p in left), left
+
+
+@pytest.mark.parametrize("opts, expected", [
+    ([], "None"),
+    (["--no-new-privs"], "no_new_privs set (Kubernetes: allowPrivilegeEscalation: false)"),
+    (["--bounding-set", "-setuid"], "bounding set lacks CAP_SETUID (Kubernetes"),
+    (["--bounding-set", "-all,+setuid,+setgid"], "None"),
+    (["--bounding-set", "-all"], "bounding set lacks CAP_SETUID and CAP_SETGID")])
+def test_what_keeps_newuidmap_from_working_is_named(opts, expected):
+    """newuidmap_blocked reads this process's no_new_privs and bounding set (a real setpriv)."""
+    if not shutil.which("setpriv"):
+        pytest.skip("needs setpriv (util-linux)")
+    code = "from tinygpt_course.grading.sandbox import newuidmap_blocked; print(newuidmap_blocked())"
+    out = subprocess.run(["setpriv", *opts, "--", sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert expected in out, out

@@ -141,6 +141,28 @@ def test_the_passwd_is_made_from_the_roster(values):
     assert lines["student-login-1"][4] == "Ada Lovelace"
 
 
+def test_the_teachers_subordinate_ids_are_made_from_the_roster(values):
+    """/etc/subuid and /etc/subgid of every pod (the grading Job's newuidmap reads them): one range
+    per teacher, from roster.py, holding nobody's uid and within the 65536 ids of a pod's own
+    user namespace."""
+    course, roster_mod = values["custom"]["tinygpt"], _z2jh_roster()
+    expected = roster_mod.subids(course)
+    assert course["subids"] == expected, "custom.tinygpt.subids is not what the roster gives " \
+        "(python hub/z2jh/roster.py --subids prints it):\n" + expected
+    for key, path in (("tinygpt-subuid", "/etc/subuid"), ("tinygpt-subgid", "/etc/subgid")):
+        entry = values["singleuser"]["extraFiles"][key]
+        assert entry["mountPath"] == path and entry["stringData"] == expected
+    ranges = {name: range(int(first), int(first) + int(count))
+              for name, first, count in (ln.split(":") for ln in expected.splitlines())}
+    assert set(ranges) == set(course["teachers"])
+    uids = [u for u, _ in roster(values).values()]
+    assert not any(u in r for r in ranges.values() for u in uids) and max(r.stop for r in ranges.values()) <= 65534
+    bad = copy.deepcopy(course)
+    bad["roster"] = "id,first_name,last_name,email,uid\nann,Ann,A,a@x,60000\n"
+    with pytest.raises(ValueError, match="line 2"):
+        roster_mod.passwd(bad)
+
+
 def test_a_bad_roster_is_refused_with_its_line(values):
     course = copy.deepcopy(values["custom"]["tinygpt"])
     for bad, message in [("id,first_name,last_name,email\nann,Ann,A,a@x\n", "header"),
@@ -237,3 +259,13 @@ def test_readme_installs_the_pinned_chart():
     assert installs and all(f"--version {CHART_VERSION}" in line for line in installs), installs
     assert f"--version {CHART_VERSION}" in (Z2JH / "values.yaml").read_text()
     assert (CHART / "LICENSE").exists()
+
+
+def test_idle_servers_are_culled_as_on_one_machine(values):
+    """The chart's culler (cull:) stops a server idle for the one-machine hub's default timeout,
+    users kept; tests/test_hub.py shows the one-machine culler ending every process of the learner."""
+    cull = values["cull"]
+    assert cull["enabled"] is True and cull["users"] is False and cull["maxAge"] == 0, cull
+    config = (Z2JH.parent / "jupyterhub_config.py").read_text()
+    default = re.search(r'"TINYGPT_CULL_TIMEOUT", "(\d+)"', config)
+    assert default and cull["timeout"] == int(default[1]) and cull["every"] <= cull["timeout"], cull

@@ -10,6 +10,16 @@
 # from environment.yml, apt.txt (bubblewrap) and postBuild, into /srv/tinygpt-course.
 # tests/test_z2jh_pods.py builds the context and looks for every solution line of source/ in it.
 set -euo pipefail
+# The grading Job's pods (grade-job.yaml) allow privilege escalation, for newuidmap/newgidmap alone: so
+# no file of the image stays set-uid or set-gid, and those two get one file capability each instead
+# (CAP_SETUID, CAP_SETGID: what writing a user namespace's uid_map, gid_map needs; with the capability
+# their effective uid stays the teacher's, the owner of the namespace, so nothing else is needed, where
+# the set-uid root newuidmap of Debian 12's uidmap would also need CAP_DAC_OVERRIDE and CAP_SYS_ADMIN).
+# apt.txt installs uidmap and libcap2-bin (setcap).
+APPENDIX='USER root
+RUN find / -xdev -type f -perm /6000 -exec chmod ug-s {} + \
+ && setcap cap_setuid+ep /usr/bin/newuidmap && setcap cap_setgid+ep /usr/bin/newgidmap
+USER ${NB_USER}'
 EXCLUDED=(source tests docs bench autograded notebooks/trained_heads.ipynb)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 if [ "${1:-}" = "--context" ]; then
@@ -22,5 +32,5 @@ git -C "$repo" archive --format=tar HEAD | tar -x -C "$ctx"
 for d in "${EXCLUDED[@]}"; do rm -rf "${ctx:?}/$d"; done
 if [ -n "${image:-}" ]; then
     jupyter-repo2docker --no-run --user-name jovyan --target-repo-dir /srv/tinygpt-course \
-        --image-name "$image" "$ctx"
+        --appendix "$APPENDIX" --image-name "$image" "$ctx"
 fi

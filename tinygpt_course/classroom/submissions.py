@@ -19,6 +19,9 @@ def load_course(assignment):
     sub = app.subapp
     coursedir = sub.coursedir
     coursedir.assignment_id = assignment
+    # the whole config (nbgrader_config.py's c.Sandbox, c.IndependentChecks, ...): coursedir.config
+    # holds only what was loaded before the course's config file, so prepare_checks takes this one
+    coursedir.course_config = sub.config
     converter = Autograde(coursedir=coursedir, parent=sub)
     for pp in list(converter.sanitize_preprocessors) + list(converter.autograde_preprocessors):
         if isinstance(pp, str):
@@ -38,7 +41,7 @@ def prepare_checks(coursedir, assignment):
     import glob
 
     from tinygpt_course.grading.independent import PrepareChecks
-    step = PrepareChecks(config=coursedir.config)
+    step = PrepareChecks(config=getattr(coursedir, "course_config", coursedir.config))
     for path in sorted(glob.glob(os.path.join(coursedir.format_path(coursedir.source_directory, ".", assignment),
                                               "*.ipynb"))):
         name = os.path.splitext(os.path.basename(path))[0]

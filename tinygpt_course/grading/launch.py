@@ -15,9 +15,10 @@ SPEC (JSON, made by :meth:`tinygpt_course.grading.sandbox.Sandbox.wrap`):
 - ``uid``: the uid (and gid) to become before bubblewrap starts, when the grader is root: the
   sandbox's processes and files then belong to it outside, not to root; supplementary groups
   are dropped;
-- ``subordinate``: [uid, gid, outer uid, outer gid] for a grader that is not root but has
-  subordinate ids (/etc/subuid, /etc/subgid): this process makes a user namespace where uid
-  maps to outer uid (newuidmap/newgidmap, from the uidmap package), drops its groups and
+- ``subordinate``: [uid, gid, outer uid, outer gid, newuidmap, newgidmap] for a grader that is
+  not root but has subordinate ids (/etc/subuid, /etc/subgid): this process makes a user namespace
+  where uid maps to outer uid (with the newuidmap/newgidmap the grader found: the uidmap package's,
+  set-uid, or with file capabilities as in the Kubernetes image), drops its groups and
   becomes uid there; bubblewrap, started by it, nests its own namespaces inside. Outside, the
   sandbox's processes and files then belong to the subordinate uid, never the grader's;
 - ``argv``: bubblewrap's command line, where ``{fd:N}`` stands for the N-th file's memfd.
@@ -56,7 +57,7 @@ def stage(paths, where):
               f"bind {path}")
 
 
-def subordinate(uid, gid, outer_uid, outer_gid):
+def subordinate(uid, gid, outer_uid, outer_gid, newuidmap="newuidmap", newgidmap="newgidmap"):
     """Become uid in a new user namespace where it is outer_uid outside (see the module doc)."""
     r, w = os.pipe()
     me = os.getpid()
@@ -65,7 +66,7 @@ def subordinate(uid, gid, outer_uid, outer_gid):
         os.close(w)
         ok = os.read(r, 1) == b"1" and all(
             subprocess.run([tool, str(me), str(inner), str(outer), "1"]).returncode == 0
-            for tool, inner, outer in (("newuidmap", uid, outer_uid), ("newgidmap", gid, outer_gid)))
+            for tool, inner, outer in ((newuidmap, uid, outer_uid), (newgidmap, gid, outer_gid)))
         os._exit(0 if ok else 1)
     os.close(r)
     try:

@@ -51,6 +51,12 @@ GRADER_UID = ("learner code would run as your own uid {uid} outside the sandbox.
               "them; or grade as root (learner code then runs as c.Sandbox.uid = {sandbox_uid}); or accept "
               "your own uid with c.Sandbox.allow_grader_uid = True in nbgrader_config.py (README 'The "
               "grading sandbox').")
+NEWUIDMAP = ("your account has subordinate ids, but newuidmap/newgidmap cannot use them here: {why}. So learner "
+             "code would run as your own uid {uid} outside the sandbox. In a container the set-uid newuidmap needs "
+             "privilege escalation allowed and CAP_SETUID, CAP_SETGID in the bounding set: in Kubernetes, on the "
+             "grading container only, `allowPrivilegeEscalation: true` and `capabilities: {{drop: [ALL], add: "
+             "[SETUID, SETGID]}}` (hub/z2jh/grade-job.yaml; hub/README.md 'Pod Security'); or grade as root; or "
+             "accept your own uid with c.Sandbox.allow_grader_uid = True in nbgrader_config.py.")
 FIX = ("Install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`) and allow unprivileged user "
        "namespaces (sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0; in a "
        "container or Kubernetes pod: a seccomp/AppArmor profile that allows unshare and mount, see "
@@ -137,7 +143,9 @@ class Sandbox(LoggingConfigurable):
         """Raise SandboxUnavailable (with the fix) unless the sandbox works or is switched off."""
         if self.enabled:
             if self.outside_uid() == os.geteuid():
-                msg = GRADER_UID.format(uid=os.geteuid(), sandbox_uid=self.uid)
+                why = newuidmap_blocked() if _subordinate_entries() else None
+                msg = (NEWUIDMAP.format(why=why, uid=os.geteuid()) if why else
+                       GRADER_UID.format(uid=os.geteuid(), sandbox_uid=self.uid))
                 if not self.allow_grader_uid:
                     raise SandboxUnavailable(f"the grading sandbox refuses to start: {msg}")
                 self.log.warning("c.Sandbox.allow_grader_uid: %s", msg)
@@ -172,9 +180,10 @@ class Sandbox(LoggingConfigurable):
         return self.uid if os.geteuid() == 0 else None
 
     def _subordinate(self):
-        """[uid, gid, outer uid, outer gid] for launch.py, for a grader with subordinate ids."""
+        """[uid, gid, outer uid, outer gid, newuidmap, newgidmap] for launch.py, for a grader with
+        subordinate ids: the tools are the ones found here, on the grader's PATH."""
         ids = subordinate_ids() if os.geteuid() != 0 else None
-        return [self.uid, self.uid, *ids] if ids else None
+        return [self.uid, self.uid, *ids, shutil.which("newuidmap"), shutil.which("newgidmap")] if ids else None
 
     def wrap(self, argv, writable=(), hidden=(), chdir=None, bwrap_args=(), files=None):
         """The command that runs argv in the sandbox. `writable` folders are bound read-write at
@@ -237,11 +246,17 @@ def sandbox_env(extra=None):
 
 
 def subordinate_ids():
-    """(first subordinate uid, first subordinate gid) of the grader's account where it has both
-    and newuidmap/newgidmap are installed, else None."""
-    import pwd
-    if not (shutil.which("newuidmap") and shutil.which("newgidmap")):
+    """(first subordinate uid, first subordinate gid) of the grader's account where it has both,
+    newuidmap/newgidmap are installed and can work here (:func:`newuidmap_blocked`), else None."""
+    if not (shutil.which("newuidmap") and shutil.which("newgidmap")) or newuidmap_blocked():
         return None
+    return _subordinate_entries()
+
+
+def _subordinate_entries():
+    """(first subordinate uid, first subordinate gid) of the grader's account in /etc/subuid and
+    /etc/subgid (by name or uid), else None."""
+    import pwd
     try:
         names = {pwd.getpwuid(os.geteuid()).pw_name, str(os.geteuid())}
     except KeyError:
@@ -257,6 +272,29 @@ def subordinate_ids():
             return None
         found.append(first)
     return tuple(found)
+
+
+CAP_SETGID, CAP_SETUID = 6, 7
+
+
+def newuidmap_blocked():
+    """Why the set-uid newuidmap/newgidmap would get no privilege in this process, or None: they
+    write a user namespace's uid_map/gid_map with CAP_SETUID/CAP_SETGID, which an exec gains only
+    without no_new_privs (Kubernetes: allowPrivilegeEscalation false sets it) and only for the
+    capabilities in the bounding set (Kubernetes: capabilities drop ALL empties it)."""
+    try:
+        status = dict(ln.split(":", 1) for ln in open("/proc/self/status") if ":" in ln)
+    except OSError:
+        return None
+    if status.get("NoNewPrivs", "0").strip() == "1":
+        return ("this process has no_new_privs set (Kubernetes: allowPrivilegeEscalation: false), so a set-uid "
+                "program gets no privilege")
+    bounding = int(status.get("CapBnd", "0").strip() or "0", 16)
+    missing = [name for bit, name in ((CAP_SETUID, "CAP_SETUID"), (CAP_SETGID, "CAP_SETGID")) if not bounding >> bit & 1]
+    if missing:
+        return (f"the capability bounding set lacks {' and '.join(missing)} (Kubernetes: capabilities drop ALL "
+                f"with no add), so newuidmap/newgidmap cannot gain them")
+    return None
 
 
 class Cgroups:

@@ -299,6 +299,7 @@ class Hub:
             "TINYGPT_CHP": shutil.which("configurable-http-proxy"),
             "TINYGPT_COURSE_SOURCE": str(checkout),
             "TINYGPT_LEARNER_MEMORY_MB": str(memory_mb),
+            "TINYGPT_CULL_TIMEOUT": "0",            # no idle culler until the test's culler stage
         }
         # TINYGPT_HUB_TEST_CONFIG: another config file (to check that the test catches a broken one)
         self.config = os.environ.get("TINYGPT_HUB_TEST_CONFIG", str(checkout / "hub" / "jupyterhub_config.py"))
