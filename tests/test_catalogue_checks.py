@@ -13,8 +13,6 @@ process, fast. For each plain answer (a right answer or a mistake, run as plain 
 And the catalogues themselves: every answer expects points for every check of its lesson, no
 more than the notebook gives, full points for a right answer; every check is lost by a mistake.
 """
-import functools
-import importlib
 import re
 
 import pytest
@@ -33,14 +31,7 @@ def ids(answers):
     return [f"{a.lesson}-{a.name}" for a in answers]
 
 
-def record(lesson, answer, seed):
-    extract = importlib.import_module(load_lesson(lesson).extract_module).extract
-    return extract(notebooks.namespace(lesson, answer), seed)
-
-
-@functools.lru_cache(maxsize=None)
-def solution_record(lesson, seed):
-    return record(lesson, notebooks.solution(lesson), seed)
+record, solution_record = notebooks.record, notebooks.solution_record
 
 
 @pytest.mark.parametrize("answer", PLAIN, ids=ids(PLAIN))

@@ -277,29 +277,12 @@ def mistakes_named(answer, seed=2024):
     as tests/test_catalogue_checks.py runs it). A mistake may fail other checks than its
     ``fails`` lines, where the judge may name what that check sees (out_not_weighted_values
     beside softmax_axis): the class report counts every mistake named."""
-    import importlib
-
     from ..checks.protocol import load_lesson
     from . import notebooks
     if not answer.plain:
         raise ValueError(f"{answer.name} does not run as plain Python")
     lesson = load_lesson(answer.lesson)
-    extract = importlib.import_module(lesson.extract_module).extract
-    ref = _solution_record(answer.lesson, seed)
-    rec = extract(notebooks.namespace(answer.lesson, answer.code), seed)
+    ref = notebooks.solution_record(answer.lesson, seed)
+    rec = notebooks.record(answer.lesson, answer.code, seed)
     verdicts = {c: lesson.verdict(c, rec, ref) for c in lesson.checks}
     return {c: v.mistake for c, v in verdicts.items() if not v.passed}
-
-
-_SOLUTION_RECORDS = {}
-
-
-def _solution_record(lesson, seed):
-    import importlib
-
-    from ..checks.protocol import load_lesson
-    from . import notebooks
-    if (lesson, seed) not in _SOLUTION_RECORDS:
-        extract = importlib.import_module(load_lesson(lesson).extract_module).extract
-        _SOLUTION_RECORDS[lesson, seed] = extract(notebooks.namespace(lesson, notebooks.solution(lesson)), seed)
-    return _SOLUTION_RECORDS[lesson, seed]

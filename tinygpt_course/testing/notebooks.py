@@ -97,6 +97,22 @@ def namespace(lesson, answer):
     return ns
 
 
+def record(lesson, answer, seed):
+    """The raw record grading's re-run makes of `answer`, made here in this process: the
+    lesson's extract on the namespace() of its set-up cells and the answer."""
+    import importlib
+
+    from ..checks.protocol import load_lesson
+    extract = importlib.import_module(load_lesson(lesson).extract_module).extract
+    return extract(namespace(lesson, answer), seed)
+
+
+@functools.lru_cache(maxsize=None)
+def solution_record(lesson, seed):
+    """record() of the lesson's solution (made once per lesson and seed)."""
+    return record(lesson, solution(lesson), seed)
+
+
 def marked_lines(nb, *regions):
     """The stripped, non-blank lines inside every `### BEGIN <region>` ... `### END <region>` of
     nb's cells, for the regions named ("SOLUTION", "HIDDEN TESTS")."""
