@@ -111,17 +111,11 @@ def solution_lines(repo: Path = REPO, min_len: int = 20) -> list[str]:
     """Every line inside `### BEGIN SOLUTION` of every source notebook, stripped, of min_len
     characters or more (shorter ones, like `return idx`, are in torch's own code too)."""
     import nbformat
+
+    from .notebooks import marked_lines
     lines = set()
     for nb_path in sorted((repo / "source").glob("*/*.ipynb")):
-        for cell in nbformat.read(nb_path, as_version=4).cells:
-            inside = False
-            for line in cell.source.split("\n"):
-                if "### BEGIN SOLUTION" in line:
-                    inside = True
-                elif "### END SOLUTION" in line:
-                    inside = False
-                elif inside and len(line.strip()) >= min_len:
-                    lines.add(line.strip())
+        lines |= {ln for ln in marked_lines(nbformat.read(nb_path, as_version=4), "SOLUTION") if len(ln) >= min_len}
     return sorted(lines)
 
 
