@@ -32,8 +32,10 @@ walks through the set-up:
                            their children together (the learner's cgroup), and of each process in it
                            (RLIMIT_DATA: one allocation past it fails with MemoryError), 0 = none [2048]
     TINYGPT_LEARNER_MAX_PROCESSES  processes and threads of one user's server, together [1024]
-    TINYGPT_LEARNER_CGROUP auto: each user's server in a cgroup of its own (hub/learner_cgroup.py; v1
-                           or v2), killed whole at stop, /dev/shm cleaned; off: none [auto]
+    TINYGPT_LEARNER_CGROUP on: each user's server in a cgroup of its own (hub/learner_cgroup.py; v1
+                           or v2), killed whole at stop, /dev/shm cleaned, and the hub refuses to
+                           start where it cannot make them (it says why); auto: the same where it
+                           can, else a warning at start and no unit; off: none [auto]
     TINYGPT_CULL_TIMEOUT   seconds a server may sit idle (no browser tab, terminal or kernel active)
                            before jupyterhub-idle-culler stops it, as Stop My Server does: every
                            process of the user and their /dev/shm files go; 0 = never [3600]
@@ -89,7 +91,19 @@ STATE = os.environ.get("TINYGPT_HUB_STATE", "/srv/jupyterhub")
 AUTH = os.environ.get("TINYGPT_HUB_AUTH", "pam")
 LEARNER_MEMORY_MB = int(os.environ.get("TINYGPT_LEARNER_MEMORY_MB", "2048"))
 LEARNER_PROCESSES = int(os.environ.get("TINYGPT_LEARNER_MAX_PROCESSES", "1024"))
-UNITS = os.environ.get("TINYGPT_LEARNER_CGROUP", "auto")     # auto | off
+UNITS = os.environ.get("TINYGPT_LEARNER_CGROUP", "auto")     # on | auto | off
+if UNITS not in ("on", "auto", "off"):
+    sys.exit(f"TINYGPT_LEARNER_CGROUP={UNITS!r}: use on, auto or off")
+UNIT_PROBLEM = learner_cgroup.problem() if UNITS != "off" else None
+if UNIT_PROBLEM:
+    _lost = ("so a learner's setsid'd or nohup'd processes can outlive their server, their /dev/shm files "
+             "stay, and the memory cap holds per process only (RLIMIT_DATA), not for the whole server")
+    if UNITS == "on":
+        sys.exit(f"tinygpt hub: TINYGPT_LEARNER_CGROUP=on, but learners' servers cannot be made units here: "
+                 f"{UNIT_PROBLEM}. Give the hub writable cgroups (memory, pids), or set "
+                 f"TINYGPT_LEARNER_CGROUP=off ({_lost}).")
+    print(f"tinygpt hub: WARNING: learners' servers are not units: {UNIT_PROBLEM}; {_lost}. "
+          f"TINYGPT_LEARNER_CGROUP=on makes this an error.", file=sys.stderr, flush=True)
 CULL_TIMEOUT = int(os.environ.get("TINYGPT_CULL_TIMEOUT", "3600"))
 CULL_EVERY = int(os.environ.get("TINYGPT_CULL_EVERY", "0")) or min(300, max(5, CULL_TIMEOUT // 4))
 ROLE_DIR = os.path.join(STATE, "jupyter")
@@ -177,7 +191,7 @@ class CappedSpawner(LocalProcessSpawner):
     processes; the grading sandbox caps each run)."""
 
     def cgroup(self):
-        if UNITS == "off" or learner_cgroup.version() is None:
+        if UNITS == "off" or UNIT_PROBLEM:
             return None
         student = role_of(self.user.name) == "student"
         return learner_cgroup.LearnerCgroup(self.user.name, LEARNER_MEMORY_MB * 2 ** 20 if student else 0,

@@ -55,6 +55,28 @@ def version(root=ROOT):
     return None
 
 
+def problem(root=ROOT):
+    """Why a learner's server cannot be made a unit on this machine (None: it can): no memory and
+    pids controllers, or a cgroup file system the hub may not write (a container whose runtime
+    mounts /sys/fs/cgroup read-only: Docker without --cgroupns=private and write access,
+    systemd-nspawn's v1 controllers, LXC)."""
+    v = version(root)
+    if v is None:
+        return f"{root} has no memory and pids cgroup controllers (neither v1 nor v2)"
+    cg = LearnerCgroup("-", root=root)
+    parents = {os.path.dirname(os.path.dirname(d)) for d in cg.dirs.values()}
+    for d in sorted(parents):
+        if not os.access(d, os.W_OK):
+            return f"{d} cannot be written by the hub (a read-only cgroup file system: is this a container?)"
+    if v == 2:
+        with open(os.path.join(os.path.dirname(cg.base), "cgroup.controllers")) as f:
+            missing = {"memory", "pids"} - set(f.read().split())
+        if missing:
+            return (f"cgroup v2: the {' and '.join(sorted(missing))} controller(s) are not available in "
+                    f"{os.path.dirname(cg.base)} (not delegated to the hub's parent cgroup)")
+    return None
+
+
 class LearnerCgroup:
     """The cgroup(s) of one user's server."""
 

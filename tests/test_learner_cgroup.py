@@ -85,6 +85,28 @@ def test_the_memory_cap_holds_for_all_processes_together():
         cg.kill()
 
 
+# forks sleepers until a fork fails, prints how many it got (they stay, for pids() to see)
+FORKER = ("import os, sys\nn = 0\nfor i in range(200):\n    try:\n        pid = os.fork()\n    except OSError:\n"
+          "        break\n    if pid == 0:\n        os.setsid(); os.close(1); os.close(2); __import__('time').sleep(600); os._exit(0)\n"
+          "    n += 1\nprint(n)\n")
+
+
+def test_the_process_cap_holds_for_all_processes_together():
+    """max_processes counts every process of the server together, setsid'd ones too (pids.max);
+    switched off, the same forker gets all 200."""
+    cg = lc.LearnerCgroup("tgcgtest", memory_bytes=512 * 2 ** 20, max_processes=32)
+    cg.create()
+    try:
+        got = int(_run(cg, FORKER).stdout)
+        assert got < 32 and len(cg.pids()) == got, (got, len(cg.pids()))
+        cg.kill()
+        cg = lc.LearnerCgroup("tgcgtest", memory_bytes=512 * 2 ** 20, max_processes=0)
+        cg.create()
+        assert int(_run(cg, FORKER).stdout) == 200 and len(cg.pids()) == 200
+    finally:
+        cg.kill()
+
+
 def test_remove_shm_takes_the_users_files_only(tmp_path):
     uid = pwd.getpwnam(USER).pw_uid
     mine, other = Path(f"/dev/shm/tgcgtest-{os.getpid()}-mine"), Path(f"/dev/shm/tgcgtest-{os.getpid()}-root")
@@ -130,3 +152,40 @@ def test_the_v2_path_on_a_real_cgroup2_hierarchy():
         if outside:
             os.kill(outside, signal.SIGKILL)
         lc.remove_empty_parents(["tgcgtest2"], root=HYBRID_V2)
+
+
+# in a mount namespace of its own, the memory hierarchy read-only (as a container runtime mounts it)
+READ_ONLY = ("mount --make-rprivate / && mount --bind {d} {d} && mount -o remount,bind,ro {d} && exec " + sys.executable + " -c {code}")
+
+
+def _read_only_run(code, env=None):
+    d = lc.LearnerCgroup("-").dirs.get("memory") or lc.LearnerCgroup("-").dirs["unified"]
+    d = str(Path(d).parent.parent)
+    import shlex
+    return subprocess.run(["unshare", "--mount", "sh", "-c", READ_ONLY.format(d=shlex.quote(d), code=shlex.quote(code))],
+                          capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=REPO), d
+
+
+LOAD_LC = (f"import importlib.util; s = importlib.util.spec_from_file_location('lc', {str(REPO / 'hub' / 'learner_cgroup.py')!r}); "
+           "lc = importlib.util.module_from_spec(s); s.loader.exec_module(lc)\n")
+
+
+def test_a_read_only_cgroup_file_system_is_named_before_any_server_starts(tmp_path):
+    """problem() is None where the hub can make the units, and names a read-only cgroup file system
+    (a container's); TINYGPT_LEARNER_CGROUP=on then stops the hub at start with the reason and the
+    fix, before it makes its state folder. Without the check, the first spawn fails with a bare
+    'Read-only file system' (what a learner saw in a container before)."""
+    assert lc.problem() is None
+    r, d = _read_only_run(LOAD_LC + "print(lc.problem())")
+    assert r.returncode == 0 and f"{d} cannot be written by the hub" in r.stdout, r.stdout + r.stderr
+    r, _ = _read_only_run(LOAD_LC + "lc.LearnerCgroup('tgcgtest', memory_bytes=2 ** 28).create()")
+    assert r.returncode != 0 and "Read-only file system" in r.stderr       # the check switched off
+    state = tmp_path / "state"
+    hub = ("from traitlets.config import Config; c = Config(); f = 'hub/jupyterhub_config.py'; "
+           "exec(compile(open(f).read(), f, 'exec'), {'get_config': lambda: c, '__file__': f, '__name__': 'cfg'})")
+    env = {"TINYGPT_HUB_STATE": str(state), "TINYGPT_EXCHANGE": str(tmp_path / "exchange")}
+    r, _ = _read_only_run(hub, {**env, "TINYGPT_LEARNER_CGROUP": "on"})
+    assert r.returncode == 1 and "cannot be made units here" in r.stderr and d in r.stderr, r.stderr[-2000:]
+    assert "TINYGPT_LEARNER_CGROUP=off" in r.stderr and not state.exists()
+    r, _ = _read_only_run(hub, {**env, "TINYGPT_LEARNER_CGROUP": "yes"})
+    assert r.returncode == 1 and "use on, auto or off" in r.stderr
