@@ -92,14 +92,22 @@ AUTH = os.environ.get("TINYGPT_HUB_AUTH", "pam")
 LEARNER_MEMORY_MB = int(os.environ.get("TINYGPT_LEARNER_MEMORY_MB", "2048"))
 LEARNER_PROCESSES = int(os.environ.get("TINYGPT_LEARNER_MAX_PROCESSES", "1024"))
 UNITS = os.environ.get("TINYGPT_LEARNER_CGROUP", "auto")     # on | auto | off
+EX_CONFIG = 78       # a setting the hub cannot work with: the unit does not restart on it
+
+
+def _refuse(msg):
+    print(f"tinygpt hub: {msg}", file=sys.stderr, flush=True)
+    sys.exit(EX_CONFIG)
+
+
 if UNITS not in ("on", "auto", "off"):
-    sys.exit(f"TINYGPT_LEARNER_CGROUP={UNITS!r}: use on, auto or off")
+    _refuse(f"TINYGPT_LEARNER_CGROUP={UNITS!r}: use on, auto or off")
 UNIT_PROBLEM = learner_cgroup.problem() if UNITS != "off" else None
 if UNIT_PROBLEM:
     _lost = ("so a learner's setsid'd or nohup'd processes can outlive their server, their /dev/shm files "
              "stay, and the memory cap holds per process only (RLIMIT_DATA), not for the whole server")
     if UNITS == "on":
-        sys.exit(f"tinygpt hub: TINYGPT_LEARNER_CGROUP=on, but learners' servers cannot be made units here: "
+        _refuse(f"TINYGPT_LEARNER_CGROUP=on, but learners' servers cannot be made units here: "
                  f"{UNIT_PROBLEM}. Give the hub writable cgroups (memory, pids), or set "
                  f"TINYGPT_LEARNER_CGROUP=off ({_lost}).")
     print(f"tinygpt hub: WARNING: learners' servers are not units: {UNIT_PROBLEM}; {_lost}. "
