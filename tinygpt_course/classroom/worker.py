@@ -69,8 +69,11 @@ def serve(conn, index=0):
     outside (c.Sandbox.worker reads it from $TINYGPT_GRADING_WORKER), so where no pids cgroup
     caps a sandbox, RLIMIT_NPROC counts this worker's sandboxes apart from the others'.
     """
+    import ctypes
     from tinygpt_course.grading.sandbox import WORKER_ENV
     os.environ[WORKER_ENV] = str(index)
+    # its name in ps and /proc/<pid>/comm (the environment there is the one the parent was started with)
+    ctypes.CDLL(None).prctl(15, f"tgc-worker-{index}".encode()[:15], 0, 0, 0)      # PR_SET_NAME
     install_gradebook_lock()
     while True:
         try:

@@ -17,12 +17,12 @@ SPEC (JSON, made by :meth:`tinygpt_course.grading.sandbox.Sandbox.wrap`):
   so in a mount namespace of this process's own, each is bound on ``STAGE/<i>`` (a fresh tmpfs),
   where bubblewrap takes it from. Nothing of it is seen outside this process and its children;
 - ``files``: {path in the sandbox: text}, copied in by bubblewrap (``--file``) from a memfd;
-- ``uid``: the uid (and gid) to become before bubblewrap starts, when the grader is root: the
-  sandbox's processes and files then belong to it outside, not to root; supplementary groups
-  are dropped;
+- ``uid``: the uid (and gid) to become before bubblewrap starts, when the grader is root
+  (c.Sandbox.uid + the grading worker's index): the sandbox's processes and files then belong to
+  it outside, not to root; supplementary groups are dropped;
 - ``subordinate``: [uid, gid, outer uid, outer gid, newuidmap, newgidmap] for a grader that is
   not root but has subordinate ids (/etc/subuid, /etc/subgid): this process makes a user namespace
-  where uid maps to outer uid (with the newuidmap/newgidmap the grader found: the uidmap package's,
+  where uid maps to outer uid (the first subordinate id + the grading worker's index; with the newuidmap/newgidmap the grader found: the uidmap package's,
   set-uid, or with file capabilities as in the Kubernetes image), drops its groups and
   becomes uid there; bubblewrap, started by it, nests its own namespaces inside. Outside, the
   sandbox's processes and files then belong to the subordinate uid, never the grader's;

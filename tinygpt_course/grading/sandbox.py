@@ -10,8 +10,10 @@ Inside, as the learner's code sees it:
   /dev/shm, tmpfs of a fixed size (nosuid, nodev), gone with the sandbox; /dev is read-only;
 - /tmp, /dev and /proc are its own; it has no network (not even loopback to the host);
 - it runs as uid ``Sandbox.uid`` (65534, nobody) in new user, PID, IPC, UTS and cgroup
-  namespaces, and, with a root grader, as that uid outside too (launch.py drops to it before
-  bubblewrap starts): nothing it starts or writes belongs to root, and RLIMIT_NPROC applies. It
+  namespaces, and outside as a uid of its grading worker's own (``Sandbox.worker``, k): with a
+  root grader ``Sandbox.uid`` + k (launch.py drops to it before bubblewrap starts), with a
+  teacher account its first subordinate uid + k: nothing it starts or writes belongs to root or
+  the teacher, and RLIMIT_NPROC applies per worker. It
   sees no other process, cannot make user namespaces, and when the run's first process ends, or
   the grader that started it dies (``--die-with-parent``), every process inside is killed;
 - memory (address space), CPU time, file size and the number of processes are capped with
