@@ -578,3 +578,53 @@ def test_with_every_worker_on_one_uid_a_flood_costs_a_classmate_points(teacher_c
     assert lost, (off["scores"], off["proc"].stderr[-3000:])
     print(f"defence off: scores {off['scores']}, lost {lost} (of 7 each), most sleepers of the flood at once "
           f"{off['watch'].most_flooded}, uids {uids}; exit {off['proc'].returncode}")
+
+
+NPROC_AS_TEACHER = r'''
+import json, subprocess, sys
+from tinygpt_course.grading.sandbox import Sandbox, sandbox_env
+FLOOD = "import os, sys\nn = 0\nfor _ in range(200):\n    try:\n        os.posix_spawn('/bin/sleep', ['sleep', '2718281'], {})\n    except OSError:\n        break\n    n += 1\nprint(n, flush=True)\nsys.stdin.read()\n"
+def wrap(worker, separate, limits_first):
+    cmd = Sandbox(max_processes=64, worker=worker, separate_workers=separate).wrap([sys.executable, "-I", "-c", CODE[worker]])
+    spec = json.loads(cmd[-1])
+    spec["limits_first"] = limits_first
+    return cmd[:-1] + [json.dumps(spec)]
+CODE = [FLOOD, "import threading; t = threading.Thread(target=print, args=('ok',)); t.start(); t.join()"]
+out = {}
+for name, separate, limits_first in (("on", True, False), ("uid alone", True, True), ("off", False, True)):
+    flood = subprocess.Popen(wrap(0, separate, limits_first), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env=sandbox_env())
+    try:
+        started = int(flood.stdout.readline())
+        other = subprocess.run(wrap(1, separate, limits_first), capture_output=True, text=True, env=sandbox_env(), timeout=120)
+    finally:
+        flood.kill()
+        flood.wait()
+    out[name] = [started, other.stdout.strip() or other.stderr.strip()[-200:]]
+print(json.dumps(out))
+'''
+
+
+def test_a_teacher_accounts_process_cap_is_counted_per_sandbox(grader_accounts):
+    """Without a cgroup, as the teacher account: worker 0's sandbox floods to its RLIMIT_NPROC
+    (64) and worker 1's sandbox still starts a thread. Linux (5.14+) counts RLIMIT_NPROC up through
+    each user namespace's owner: set before launch.py's namespace (as before), the count is the
+    teacher's over every sandbox, so even another subordinate uid for worker 1 does not help
+    ("uid alone": on older kernels, which count per uid, it would); set inside it, per sandbox."""
+    user, venv, base = grader_accounts.users["sub"], grader_accounts.venv, grader_accounts.base
+    script = base / "nproc_as_teacher.py"
+    script.write_text(NPROC_AS_TEACHER)
+    script.chmod(0o644)
+    home = base / "sub"
+    home.mkdir(exist_ok=True)
+    shutil.chown(home, user, user)
+    proc = subprocess.run(["runuser", "-u", user, "--", "env", f"HOME={home}", f"PATH={venv / 'bin'}:/usr/bin:/bin",
+                           str(venv / "bin" / "python"), str(script)], capture_output=True, text=True, timeout=600, cwd=home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert all(0 < started < 64 for started, _ in out.values()), out
+    assert out["on"][1] == "ok", out
+    assert out["off"][1] != "ok", out
+    print(f"RLIMIT_NPROC 64 as a teacher account: {out}")
+    if os.uname().release.split(".")[0].isdigit() and tuple(map(int, os.uname().release.split(".")[:2])) >= (5, 14):
+        assert out["uid alone"][1] != "ok", out
