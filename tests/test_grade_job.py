@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 Z2JH = REPO / "hub" / "z2jh"
 PROBE = f"/tmp/tinygpt-uid-probe-{uuid.uuid4().hex[:12]}"
 PROBE_CODE = f'''import os as _os, time as _time
-open("{PROBE}", "w").write(__STUDENT__)
+open("{PROBE}", "w").write(__STUDENT__ + " " + _os.urandom(8).hex())    # student, sandbox
 for _ in range(500):          # the test, outside, releases this once it has seen the process
     if _os.path.exists("{PROBE}-seen"):
         break
@@ -82,18 +82,17 @@ class Watcher(threading.Thread):
         while not self.done.is_set():
             for pid in filter(str.isdigit, os.listdir("/proc")):
                 try:
-                    marker = os.stat(f"/proc/{pid}/root{PROBE}")
+                    os.stat(f"/proc/{pid}/root{PROBE}")
                     status = dict(ln.split(":", 1) for ln in open(f"/proc/{pid}/status") if ":" in ln)
                 except OSError:
                     continue
                 self.seen[pid] = (status["Uid"].split(), status["Gid"].split(), status["Name"].strip())
                 try:
-                    student = open(f"/proc/{pid}/root{PROBE}").read()
-                except OSError:
-                    student = ""
-                if student:
-                    self.by_student.setdefault(student, set()).add(status["Uid"].split()[0])
-                self.sandboxes.add((marker.st_dev, marker.st_ino))
+                    student, sandbox = open(f"/proc/{pid}/root{PROBE}").read().split()
+                except (OSError, ValueError):
+                    continue            # not written yet
+                self.by_student.setdefault(student, set()).add(status["Uid"].split()[0])
+                self.sandboxes.add(sandbox)
                 catalogue.touch_in_sandbox(pid, f"{PROBE}-seen")
             time.sleep(0.2)
 

@@ -512,7 +512,8 @@ def grade_class_as_teacher(grader_accounts, name, extra=""):
         "c.RobustExecute.timeout = 600\nc.IndependentChecks.timeout = 600\n" + extra))
     flood = catalogue.parse(REPO / "tests" / "data" / "floods" / "90_attack_process_flood.py", "multihead")
     assert "range(3000)" in flood.code
-    catalogue.submit(course, "00_flood", flood.code.replace("range(3000)", "range(600)") + FLOOD_HOLD, None)
+    flood_code = flood.code.replace("range(3000)", "range(600)").replace("3141593", "1414213")   # sleepers of its own
+    catalogue.submit(course, "00_flood", flood_code + FLOOD_HOLD, None)
     for n in CLASS_RIGHT:
         catalogue.submit(course, n, RIGHT_WAIT + catalogue.answer("multihead", n).code, None)
     subprocess.run(["chown", "-R", f"{user}:{user}", str(course)], check=True)
@@ -529,11 +530,11 @@ def grade_class_as_teacher(grader_accounts, name, extra=""):
     finally:
         watch.done.set()
         watch.join()
-        for pid, _, cmd in catalogue.leftover_processes(course, ("sleep 3141593",)):
-            if "sleep 3141593" in cmd:
+        for pid, _, cmd in catalogue.leftover_processes(course, ("sleep 1414213",)):
+            if "sleep 1414213" in cmd:
                 os.kill(int(pid), 9)
     return {"proc": proc, "watch": watch, "scores": totals(gradebook_scores(course)), "uid": teacher_uid,
-            "left": catalogue.settled(lambda: catalogue.leftover_processes(course, ("sleep 3141593",)))}
+            "left": catalogue.settled(lambda: catalogue.leftover_processes(course, ("sleep 1414213",)))}
 
 
 @pytest.fixture(scope="module")
