@@ -582,7 +582,7 @@ def test_with_every_worker_on_one_uid_a_flood_costs_a_classmate_points(teacher_c
 
 
 NPROC_AS_TEACHER = r'''
-import json, subprocess, sys
+import json, os, subprocess, sys, time
 from tinygpt_course.grading.sandbox import Sandbox, sandbox_env
 FLOOD = "import os, sys\nn = 0\nfor _ in range(200):\n    try:\n        os.posix_spawn('/bin/sleep', ['sleep', '2718281'], {})\n    except OSError:\n        break\n    n += 1\nprint(n, flush=True)\nsys.stdin.read()\n"
 def wrap(worker, separate, limits_first):
@@ -591,8 +591,24 @@ def wrap(worker, separate, limits_first):
     spec["limits_first"] = limits_first
     return cmd[:-1] + [json.dumps(spec)]
 CODE = [FLOOD, "import threading; t = threading.Thread(target=print, args=('ok',)); t.start(); t.join()"]
+SANDBOX_UIDS = {str(Sandbox(worker=k).outside_uid()) for k in (0, 1)}
+
+def uid_of(pid):
+    try:
+        return next(ln.split()[1] for ln in open(f"/proc/{pid}/status") if ln.startswith("Uid:"))
+    except (OSError, StopIteration):
+        return None
+
+def settle():
+    """Until the last round's sandbox processes are gone (they count until reaped), 60 s at most."""
+    for _ in range(600):
+        if not any(uid_of(p) in SANDBOX_UIDS for p in os.listdir("/proc") if p.isdigit()):
+            return
+        time.sleep(0.1)
+
 out = {}
 for name, separate, limits_first in (("on", True, False), ("uid alone", True, True), ("off", False, True)):
+    settle()
     flood = subprocess.Popen(wrap(0, separate, limits_first), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                              env=sandbox_env())
     try:
