@@ -46,6 +46,8 @@ FLOODS = [catalogue.parse(p, "multihead") for p in sorted((REPO / "tests" / "dat
 CLASS = [catalogue.answer("multihead", n) for n in RIGHT + FIRST_TABLE] + FLOODS
 SLEEPERS = ("sleep 3141593", "sleep 2718281")
 NOBODY = 65534
+# a root grader's workers run learner code as c.Sandbox.uid + their index: 65534, 65535, 65536 for --jobs 3
+LEARNER_UIDS = {NOBODY + k for k in range(3)}
 
 
 def grade_class(course, jobs=3):
@@ -72,12 +74,13 @@ def children(pid):
 class Watch(threading.Thread):
     """While the class is graded: the grader's processes (whose cgroups are theirs), the most
     processes one of their sandboxes had (its pids cgroup's pids.current), the most processes
-    uid 65534 had on the machine, and the least memory the machine had available."""
+    the learner uids (65534-65536) had on the machine, which of them ran a process of the
+    grader's tree, and the least memory the machine had available."""
 
     def __init__(self, pid):
         super().__init__(daemon=True)
         self.pid, self.graders, self.most_nobody, self.least_available = pid, {pid}, 0, meminfo()["MemAvailable"]
-        self.most_in_a_sandbox = 0
+        self.most_in_a_sandbox, self.learner_uids = 0, set()
         self.done = threading.Event()
         self.start()
 
@@ -86,10 +89,12 @@ class Watch(threading.Thread):
             todo = [self.pid]
             while todo:           # the grader's tree down to its workers, the template and re-run servers
                 p = todo.pop()
-                kids = [k for k in children(p) if uid_of(k) == 0]
+                kids = children(p)
+                self.learner_uids.update(uid_of(k) for k in kids if uid_of(k) in LEARNER_UIDS)
+                kids = [k for k in kids if uid_of(k) == 0]
                 self.graders.update(kids)
                 todo += kids
-            self.most_nobody = max(self.most_nobody, sum(1 for p in pids() if uid_of(p) == NOBODY))
+            self.most_nobody = max(self.most_nobody, sum(1 for p in pids() if uid_of(p) in LEARNER_UIDS))
             for cgroup in cgroups_of(self.graders):
                 try:
                     with open(os.path.join(cgroup, "pids.current")) as f:
@@ -123,24 +128,24 @@ def meminfo():
 
 
 def sysv_objects():
-    """The host's SysV IPC objects of uid 65534, as (kind, key, id)."""
+    """The host's SysV IPC objects of the learner uids, as (kind, key, id)."""
     found = set()
     for kind in ("shm", "sem", "msg"):
         with open(f"/proc/sysvipc/{kind}") as f:
             head = f.readline().split()
             for line in f:
                 row = dict(zip(head, line.split()))
-                if int(row["uid"]) == NOBODY or int(row["cuid"]) == NOBODY:
+                if int(row["uid"]) in LEARNER_UIDS or int(row["cuid"]) in LEARNER_UIDS:
                     found.add((kind, row["key"], row[{"shm": "shmid", "sem": "semid", "msg": "msqid"}[kind]]))
     return found
 
 
 def shm_files():
-    """The host's /dev/shm entries of uid 65534."""
+    """The host's /dev/shm entries of the learner uids."""
     found = set()
     for name in os.listdir("/dev/shm"):
         try:
-            if os.lstat(os.path.join("/dev/shm", name)).st_uid == NOBODY:
+            if os.lstat(os.path.join("/dev/shm", name)).st_uid in LEARNER_UIDS:
                 found.add(name)
         except OSError:
             pass
@@ -270,13 +275,20 @@ def answer_output(course, student):
 
 def test_the_flood_is_bounded(graded):
     """3000 asked: no sandbox of the run ever held more than c.Sandbox.max_processes (its pids
-    cgroup), uid 65534 never had 3000 processes on the machine, and where the flood's kernel
+    cgroup), the learner uids never had 3000 processes on the machine, and where the flood's kernel
     lived to print it, fewer than the cap started. Its notebook is graded (test_every_learner_is_graded)."""
     cap = config_value(graded["course"], "Sandbox", "max_processes")
     printed_line = re.search(r"flood: started (\d+) sleeping", answer_output(graded["course"], "90_attack_process_flood"))
     assert printed_line is None or int(printed_line.group(1)) < cap, printed_line.group()
     assert graded["watch"].most_in_a_sandbox <= cap, graded["watch"].most_in_a_sandbox
     assert graded["watch"].most_nobody < 3000, graded["watch"].most_nobody
+
+
+def test_each_worker_runs_learner_code_as_a_uid_of_its_own(graded):
+    """The root grader's 3 workers: their sandboxes ran as 65534, 65535 and 65536 outside (the
+    grader's direct children of a learner uid: bubblewrap, started by a worker after launch.py
+    dropped to c.Sandbox.uid + the worker's index), never root."""
+    assert graded["watch"].learner_uids == LEARNER_UIDS, graded["watch"].learner_uids
 
 
 def test_the_memory_bomb_and_the_fill_are_stopped_at_the_cap(graded):
@@ -291,7 +303,7 @@ def test_the_memory_bomb_and_the_fill_are_stopped_at_the_cap(graded):
 
 def test_nothing_is_left_over(graded):
     """No process (a sleeper, one in the course, a grader's), no sandbox cgroup of the run's
-    graders, no /dev/shm file or SysV IPC object of uid 65534 that was not there before."""
+    graders, no /dev/shm file or SysV IPC object of the learner uids that was not there before."""
     assert graded["leftovers"] == []
     assert graded["after"]["shm"] - graded["before"]["shm"] == set()
     assert graded["after"]["sysv"] - graded["before"]["sysv"] == set()

@@ -7,15 +7,16 @@ no inheritable capability, no_new_privs exactly when it sets allowPrivilegeEscal
 it mounts over /etc/passwd, /etc/subuid and /etc/subgid are values.yaml's (bound in a mount namespace
 of the run's own, as the pod's subPath mounts do); newuidmap/newgidmap as the image has them
 (build-image.sh: copies with the file capabilities CAP_SETUID, CAP_SETGID, not set-uid); its command,
-with the course folder, the shard count and --jobs set for this machine. What is not reproduced: the
+with the course folder and the shard count set for this machine (its --jobs 3 kept). What is not reproduced: the
 pod's own user namespace (hostUsers false: one more level of nesting) and its seccomp/AppArmor
 (Unconfined: nothing is filtered here either).
 
-A class of two multihead submissions (the right answer with a probe in front of it, summed heads) is
-graded as shard 0 of 1 and merged by the teacher. The probe's cell makes a marker file in its
-sandbox's /tmp and waits (50 s at most) until the test, outside, has seen the process through
-/proc/<pid>/root and released it: every process of every sandbox the probe ran in (the kernel and the
-independent re-run) is the teacher's first subordinate uid outside, never the teacher's. With the
+A class of three multihead submissions (the right answer twice, summed heads, each with a probe in
+front of it) is graded as shard 0 of 1 and merged by the teacher. The probe's cell makes a marker
+file naming its student in its sandbox's /tmp and waits (50 s at most) until the test, outside, has
+seen the process through /proc/<pid>/root and released it: every process of every sandbox the probe
+ran in (the kernel and the independent re-run) is the teacher's first subordinate uid + its grading
+worker's index outside (60000, 60001, 60002: a uid per worker), never the teacher's. With the
 constraints the Job had before (allowPrivilegeEscalation false, every capability dropped), and with
 the bounding set empty alone, grading refuses before running any learner code, naming the two settings.
 """
@@ -33,18 +34,20 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tinygpt_course.testing import catalogue
 from tinygpt_course.testing import submissions as subs
 
 REPO = Path(__file__).resolve().parents[1]
 Z2JH = REPO / "hub" / "z2jh"
 PROBE = f"/tmp/tinygpt-uid-probe-{uuid.uuid4().hex[:12]}"
 PROBE_CODE = f'''import os as _os, time as _time
-open("{PROBE}", "w").close()
+open("{PROBE}", "w").write(__STUDENT__ + " " + _os.urandom(8).hex())    # student, sandbox
 for _ in range(500):          # the test, outside, releases this once it has seen the process
     if _os.path.exists("{PROBE}-seen"):
         break
     _time.sleep(0.1)
 '''
+STUDENTS = {"s000_probe": "right", "s001_summed": "summed", "s002_probe": "right"}
 # util-linux's unshare + mount: the pod's read-only subPath mounts over /etc, for this run alone
 MOUNTS = ('mount --bind "$1" /etc/passwd && mount --bind "$2" /etc/subuid && mount --bind "$2" /etc/subgid '
           '&& shift 2 && exec "$@"')
@@ -73,22 +76,24 @@ class Watcher(threading.Thread):
 
     def __init__(self):
         super().__init__(daemon=True)
-        self.seen, self.sandboxes, self.done = {}, set(), threading.Event()
+        self.seen, self.sandboxes, self.done, self.by_student = {}, set(), threading.Event(), {}
 
     def run(self):
         while not self.done.is_set():
             for pid in filter(str.isdigit, os.listdir("/proc")):
                 try:
-                    marker = os.stat(f"/proc/{pid}/root{PROBE}")
+                    os.stat(f"/proc/{pid}/root{PROBE}")
                     status = dict(ln.split(":", 1) for ln in open(f"/proc/{pid}/status") if ":" in ln)
                 except OSError:
                     continue
                 self.seen[pid] = (status["Uid"].split(), status["Gid"].split(), status["Name"].strip())
-                self.sandboxes.add((marker.st_dev, marker.st_ino))
                 try:
-                    open(f"/proc/{pid}/root{PROBE}-seen", "w").close()
-                except OSError:
-                    pass
+                    student, sandbox = open(f"/proc/{pid}/root{PROBE}").read().split()
+                except (OSError, ValueError):
+                    continue            # not written yet
+                self.by_student.setdefault(student, set()).add(status["Uid"].split()[0])
+                self.sandboxes.add(sandbox)
+                catalogue.touch_in_sandbox(pid, f"{PROBE}-seen")
             time.sleep(0.2)
 
 
@@ -142,18 +147,20 @@ def graded():
         venv = hub.make_course_venv(base, base / "venv.log")
 
     course = subs.make_course(base / "home" / "tinygpt")
-    subs.submit(course, "s000_probe", "right")
-    probe_nb = course / "submitted" / "s000_probe" / "multihead" / "multihead.ipynb"
     import json
-    nb = json.loads(probe_nb.read_text())
-    cell = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "multihead")
-    cell["source"] = PROBE_CODE + "".join(cell["source"])
-    probe_nb.write_text(json.dumps(nb, indent=1))
-    subs.submit(course, "s001_summed", "summed")
+    for student, kind in STUDENTS.items():      # each with the probe, naming its student
+        subs.submit(course, student, kind)
+        probe_nb = course / "submitted" / student / "multihead" / "multihead.ipynb"
+        nb = json.loads(probe_nb.read_text())
+        cell = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "multihead")
+        cell["source"] = PROBE_CODE.replace("__STUDENT__", repr(student)) + "".join(cell["source"])
+        probe_nb.write_text(json.dumps(nb, indent=1))
     subprocess.run(["chown", "-R", f"{uid}:{gid}", str(base / "home")], check=True)
 
     cmd = list(ctr["command"])
-    for flag, value in (("--shards", "1"), ("--jobs", "2"), ("--course-dir", str(course))):
+    jobs = int(cmd[cmd.index("--jobs") + 1])      # the Job's own --jobs: one worker per submission here
+    assert jobs == len(STUDENTS), (jobs, cmd)
+    for flag, value in (("--shards", "1"), ("--course-dir", str(course))):
         cmd[cmd.index(flag) + 1] = value
     old = {**ctr, "securityContext": {**ctr["securityContext"], "allowPrivilegeEscalation": False,
                                       "capabilities": {"drop": ["ALL"]}}}
@@ -186,7 +193,7 @@ def graded():
     # the defence off: no subordinate ids, and the course accepts the grader's uid (allow_grader_uid):
     # the same probe, graded the same way, is the teacher's uid outside, and the watcher sees it
     off = base / "home" / "tinygpt-off"
-    shutil.copytree(course, off, symlinks=True, ignore=shutil.ignore_patterns("shards", "s001_summed"))
+    shutil.copytree(course, off, symlinks=True, ignore=shutil.ignore_patterns("shards", "s001_summed", "s002_probe"))
     with open(off / "nbgrader_config.py", "a") as f:
         f.write("\nc.Sandbox.allow_grader_uid = True\n")
     subprocess.run(["chown", "-R", f"{uid}:{gid}", str(off)], check=True)
@@ -208,20 +215,25 @@ def test_the_job_grades_its_shard_as_the_teacher(graded):
     rc, out = graded["job"]
     assert rc == 0, out[-4000:]
     result, owner = graded["result"]
-    assert result and result["graded"] == ["s000_probe", "s001_summed"], out[-4000:]
+    assert result and result["graded"] == list(STUDENTS), out[-4000:]
     assert owner == graded["uid"], "the shard's results are the teacher's files"
     rc, out = graded["merge"]
     assert rc == 0, out[-3000:]
-    assert graded["scores"]["s000_probe"] == 7 and 0 < graded["scores"]["s001_summed"] < 7, graded["scores"]
+    assert graded["scores"]["s000_probe"] == graded["scores"]["s002_probe"] == 7, graded["scores"]
+    assert 0 < graded["scores"]["s001_summed"] < 7, graded["scores"]
 
 
 def test_learner_code_runs_as_the_teachers_subordinate_uid_outside(graded):
-    watcher, first = graded["watcher"], str(graded["first"])
-    assert len(watcher.sandboxes) >= 2, f"the probe was seen in {len(watcher.sandboxes)} sandboxes (kernel, re-run)"
-    assert watcher.seen
+    """Each of the Job's --jobs 3 workers grades one submission (worker k the k-th: the pool hands
+    them out in order): every process of its sandboxes (kernel and re-run) is the teacher's first
+    subordinate id + k outside, 60000, 60001, 60002, never the teacher's 2000."""
+    watcher, first = graded["watcher"], graded["first"]
+    assert len(watcher.sandboxes) >= 2 * len(STUDENTS), \
+        f"the probe was seen in {len(watcher.sandboxes)} sandboxes (kernel, re-run)"
+    assert watcher.by_student == {s: {str(first + k)} for k, s in enumerate(STUDENTS)}, watcher.by_student
     for pid, (uids, gids, name) in watcher.seen.items():
-        assert uids == [first] * 4 and gids == [first] * 4, (pid, name, uids, gids)
-        assert str(graded["uid"]) not in uids
+        assert len(set(uids)) == 1 and gids == uids, (pid, name, uids, gids)     # values' subuid = subgid
+        assert int(uids[0]) in range(first, first + len(STUDENTS)) and str(graded["uid"]) not in uids
 
 
 def test_the_uid_check_sees_the_grader_where_the_defence_is_off(graded):

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -411,3 +412,236 @@ def test_a_teacher_account_grades_with_nbgrader_autograde(grader_accounts):
         for pid, _, cmd in catalogue.leftover_processes(course):
             if "sleep 2718281" in cmd:
                 os.kill(int(pid), 9)
+
+
+# A class graded by `tinygpt-grade-class --jobs 3` as the teacher account (no cgroup: the process cap is
+# RLIMIT_NPROC): the first learner floods (bounded: 600 sleepers, above the cap of 512) and holds its
+# sandbox full until the other learners' grading has ended; each right answer waits, in its answer cell,
+# until the flood is holding, so its kernel's cells and its whole re-run run beside the full sandbox.
+# A watcher outside (root) sees every process of every sandbox, releases them, and notes its uid.
+RUN = f"tinygpt-class-{os.getpid()}"
+FLOOD_HOLD = f'''
+import os as _os, time as _time
+open("/tmp/{RUN}-holding", "w").close()
+for _ in range(3000):      # released by the test once the other learners are graded (300 s at most)
+    if _os.path.exists("/tmp/{RUN}-release"):
+        break
+    _time.sleep(0.1)
+'''
+RIGHT_WAIT = f'''import os as _os, time as _time
+open("/tmp/{RUN}-waiting", "w").close()
+for _ in range(1200):      # released by the test once the flood holds its sandbox full (120 s at most)
+    if _os.path.exists("/tmp/{RUN}-go"):
+        break
+    _time.sleep(0.1)
+'''
+CLASS_RIGHT = ["01_right_comprehension", "02_right_loop_append"]
+
+
+class ClassWatch(threading.Thread):
+    """Every process whose root holds one of the run's markers (it is in a learner's sandbox):
+    its uid and gid outside; the worker (its $TINYGPT_GRADING_WORKER) of each sandbox's bubblewrap
+    that a worker started; releases the right answers once the flood holds, and the flood once
+    every right answer's log has its worker's exit line."""
+
+    def __init__(self, logs, teacher_uid):
+        super().__init__(daemon=True)
+        self.logs, self.teacher_uid = logs, teacher_uid
+        self.seen, self.by_worker, self.most_flooded = {}, {}, 0
+        self.done, self.held = threading.Event(), False
+        self.start()
+
+    @staticmethod
+    def status(pid):
+        return dict(ln.split(":", 1) for ln in open(f"/proc/{pid}/status") if ":" in ln)
+
+    def worker_of(self, pid):
+        """The grading worker that started this sandbox process: the first process of the
+        teacher's above it, if a worker (its name tgc-worker-<index>, tinygpt-grade-class's)."""
+        for _ in range(6):
+            pid = self.status(pid)["PPid"].strip()
+            st = self.status(pid)
+            if int(st["Uid"].split()[0]) == self.teacher_uid:
+                name = st["Name"].strip()
+                return int(name.rsplit("-", 1)[1]) if name.startswith("tgc-worker-") else None
+        return None
+
+    def ended(self, student):
+        """The worker's exit line ends the student's log: their grading is over."""
+        try:
+            lines = (self.logs / f"{student}.0.log").read_text(errors="replace").rstrip().splitlines()
+        except OSError:
+            return False
+        return bool(lines) and lines[-1].startswith("[tinygpt-grade-class] exit")
+
+    def run(self):
+        from tinygpt_course.testing import catalogue
+        while not self.done.is_set():
+            graded = all(self.ended(n) for n in CLASS_RIGHT)
+            flooded = 0
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    marks = [m for m in ("holding", "waiting") if os.path.exists(f"/proc/{pid}/root/tmp/{RUN}-{m}")]
+                    if not marks:
+                        continue
+                    st = self.status(pid)
+                    self.seen[pid] = (st["Uid"].split(), st["Gid"].split(), st["Name"].strip(), marks[0])
+                    if st["Name"].strip() == "bwrap":
+                        worker = self.worker_of(pid)
+                        if worker is not None:
+                            self.by_worker.setdefault(worker, set()).add(st["Uid"].split()[0])
+                    if marks[0] == "holding":
+                        flooded += st["Name"].strip() == "sleep"
+                        self.held = True
+                    if marks[0] == "holding" and graded:
+                        catalogue.touch_in_sandbox(pid, f"/tmp/{RUN}-release")
+                    if marks[0] == "waiting" and self.held:
+                        catalogue.touch_in_sandbox(pid, f"/tmp/{RUN}-go")
+                except (OSError, KeyError, IndexError, ValueError):
+                    continue
+            self.most_flooded = max(self.most_flooded, flooded)
+            self.done.wait(0.3)
+
+
+def grade_class_as_teacher(grader_accounts, name, extra=""):
+    """The class above graded by the teacher account's `tinygpt-grade-class --jobs 3 --retries 0`."""
+    from tinygpt_course.testing import catalogue
+    from tinygpt_course.testing.course import gradebook_scores, make_course, totals
+    user, venv = grader_accounts.users["sub"], grader_accounts.venv
+    course = make_course(grader_accounts.base / name, extra_config=(
+        "c.RobustExecute.timeout = 600\nc.IndependentChecks.timeout = 600\n" + extra))
+    flood = catalogue.parse(REPO / "tests" / "data" / "floods" / "90_attack_process_flood.py", "multihead")
+    assert "range(3000)" in flood.code
+    flood_code = flood.code.replace("range(3000)", "range(600)").replace("3141593", "1414213")   # sleepers of its own
+    catalogue.submit(course, "00_flood", flood_code + FLOOD_HOLD, None)
+    for n in CLASS_RIGHT:
+        catalogue.submit(course, n, RIGHT_WAIT + catalogue.answer("multihead", n).code, None)
+    subprocess.run(["chown", "-R", f"{user}:{user}", str(course)], check=True)
+    home = grader_accounts.base / "sub"
+    home.mkdir(exist_ok=True)
+    shutil.chown(home, user, user)
+    teacher_uid = pwd.getpwnam(user).pw_uid
+    watch = ClassWatch(course / "logs", teacher_uid)
+    try:
+        proc = subprocess.run(["runuser", "-u", user, "--", "env", f"HOME={home}", f"PATH={venv / 'bin'}:/usr/bin:/bin",
+                               str(venv / "bin" / "python"), "-m", "tinygpt_course.classroom", "multihead", "--jobs", "3",
+                               "--retries", "0", "--no-progress", "--logs", str(course / "logs")],
+                              capture_output=True, text=True, timeout=1800, cwd=course)
+    finally:
+        watch.done.set()
+        watch.join()
+        for pid, _, cmd in catalogue.leftover_processes(course, ("sleep 1414213",)):
+            if "sleep 1414213" in cmd:
+                os.kill(int(pid), 9)
+    return {"proc": proc, "watch": watch, "scores": totals(gradebook_scores(course)), "uid": teacher_uid,
+            "left": catalogue.settled(lambda: catalogue.leftover_processes(course, ("sleep 1414213",)))}
+
+
+@pytest.fixture(scope="module")
+def teacher_class(grader_accounts):
+    on = grade_class_as_teacher(grader_accounts, "class-on")
+    off = grade_class_as_teacher(grader_accounts, "class-off", "c.Sandbox.separate_workers = False\n")
+    return on, off
+
+
+def test_a_teacher_accounts_class_keeps_a_flood_to_its_own_worker(teacher_class):
+    """Graded as a teacher account by tinygpt-grade-class --jobs 3, without a cgroup: the flood
+    fills its sandbox, and every right answer graded beside it gets full marks. Each worker's
+    sandboxes are the account's first subordinate uid + the worker's index outside (the flood's
+    and the forked kernels' too: all of the three, never the teacher's)."""
+    on, _ = teacher_class
+    out = on["proc"].stderr[-3000:]
+    assert on["proc"].returncode == 0 and "graded 3, skipped 0, failed 0" in on["proc"].stderr, out
+    assert on["watch"].most_flooded > 100, on["watch"].most_flooded
+    assert {n: on["scores"].get(n) for n in CLASS_RIGHT} == {n: 7 for n in CLASS_RIGHT}, (on["scores"], out)
+    first = SUBUID
+    assert on["watch"].by_worker and all(uids == {str(first + w)} for w, uids in on["watch"].by_worker.items()), \
+        on["watch"].by_worker
+    assert set(on["watch"].by_worker) == {0, 1, 2}, on["watch"].by_worker
+    uids = {u[0] for u, _, _, _ in on["watch"].seen.values()}
+    assert uids == {str(first + k) for k in range(3)} and str(on["uid"]) not in uids, uids
+    for uid, gid, name, _ in on["watch"].seen.values():
+        assert len(set(uid)) == 1 and gid == uid, (uid, gid, name)     # the account's subuid and subgid ranges are one
+    assert on["left"] == []
+    print(f"defence on: scores {on['scores']}, most sleepers of the flood at once {on['watch'].most_flooded}, "
+          f"uids by worker {on['watch'].by_worker}")
+
+
+def test_with_every_worker_on_one_uid_a_flood_costs_a_classmate_points(teacher_class):
+    """The defence off (c.Sandbox.separate_workers = False: every worker the first subordinate
+    uid, RLIMIT_NPROC counted over all the teacher's sandboxes): a right answer graded beside the
+    flood loses points or is not graded."""
+    _, off = teacher_class
+    assert off["watch"].most_flooded > 100, off["watch"].most_flooded
+    uids = {u[0] for u, _, _, _ in off["watch"].seen.values()}
+    assert uids == {str(SUBUID)}, uids
+    lost = {n: off["scores"].get(n) for n in CLASS_RIGHT if off["scores"].get(n) != 7}
+    assert lost, (off["scores"], off["proc"].stderr[-3000:])
+    print(f"defence off: scores {off['scores']}, lost {lost} (of 7 each), most sleepers of the flood at once "
+          f"{off['watch'].most_flooded}, uids {uids}; exit {off['proc'].returncode}")
+
+
+NPROC_AS_TEACHER = r'''
+import json, os, subprocess, sys, time
+from tinygpt_course.grading.sandbox import Sandbox, sandbox_env
+FLOOD = "import os, sys\nn = 0\nfor _ in range(200):\n    try:\n        os.posix_spawn('/bin/sleep', ['sleep', '2718281'], {})\n    except OSError:\n        break\n    n += 1\nprint(n, flush=True)\nsys.stdin.read()\n"
+def wrap(worker, separate, limits_first):
+    cmd = Sandbox(max_processes=64, worker=worker, separate_workers=separate).wrap([sys.executable, "-I", "-c", CODE[worker]])
+    spec = json.loads(cmd[-1])
+    spec["limits_first"] = limits_first
+    return cmd[:-1] + [json.dumps(spec)]
+CODE = [FLOOD, "import threading; t = threading.Thread(target=print, args=('ok',)); t.start(); t.join()"]
+SANDBOX_UIDS = {str(Sandbox(worker=k).outside_uid()) for k in (0, 1)}
+
+def uid_of(pid):
+    try:
+        return next(ln.split()[1] for ln in open(f"/proc/{pid}/status") if ln.startswith("Uid:"))
+    except (OSError, StopIteration):
+        return None
+
+def settle():
+    """Until the last round's sandbox processes are gone (they count until reaped), 60 s at most."""
+    for _ in range(600):
+        if not any(uid_of(p) in SANDBOX_UIDS for p in os.listdir("/proc") if p.isdigit()):
+            return
+        time.sleep(0.1)
+
+out = {}
+for name, separate, limits_first in (("on", True, False), ("uid alone", True, True), ("off", False, True)):
+    settle()
+    flood = subprocess.Popen(wrap(0, separate, limits_first), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env=sandbox_env())
+    try:
+        started = int(flood.stdout.readline())
+        other = subprocess.run(wrap(1, separate, limits_first), capture_output=True, text=True, env=sandbox_env(), timeout=120)
+    finally:
+        flood.kill()
+        flood.wait()
+    out[name] = [started, other.stdout.strip() or other.stderr.strip()[-200:]]
+print(json.dumps(out))
+'''
+
+
+def test_a_teacher_accounts_process_cap_is_counted_per_sandbox(grader_accounts):
+    """Without a cgroup, as the teacher account: worker 0's sandbox floods to its RLIMIT_NPROC
+    (64) and worker 1's sandbox still starts a thread. Linux (5.14+) counts RLIMIT_NPROC up through
+    each user namespace's owner: set before launch.py's namespace (as before), the count is the
+    teacher's over every sandbox, so even another subordinate uid for worker 1 does not help
+    ("uid alone": on older kernels, which count per uid, it would); set inside it, per sandbox."""
+    user, venv, base = grader_accounts.users["sub"], grader_accounts.venv, grader_accounts.base
+    script = base / "nproc_as_teacher.py"
+    script.write_text(NPROC_AS_TEACHER)
+    script.chmod(0o644)
+    home = base / "sub"
+    home.mkdir(exist_ok=True)
+    shutil.chown(home, user, user)
+    proc = subprocess.run(["runuser", "-u", user, "--", "env", f"HOME={home}", f"PATH={venv / 'bin'}:/usr/bin:/bin",
+                           str(venv / "bin" / "python"), str(script)], capture_output=True, text=True, timeout=600, cwd=home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert all(0 < started < 64 for started, _ in out.values()), out
+    assert out["on"][1] == "ok", out
+    assert out["off"][1] != "ok", out
+    print(f"RLIMIT_NPROC 64 as a teacher account: {out}")
+    if os.uname().release.split(".")[0].isdigit() and tuple(map(int, os.uname().release.split(".")[:2])) >= (5, 14):
+        assert out["uid alone"][1] != "ok", out

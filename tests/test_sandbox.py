@@ -412,6 +412,60 @@ def test_one_sandboxs_flood_leaves_the_next_room(course, kind):
     assert (other.stdout.split() == ["ok"]) == (kind is Sandbox), other.stdout + other.stderr
 
 
+@ROOT_ONLY
+@pytest.mark.parametrize("separate", [True, False], ids=["a-uid-per-worker", "one-uid"])
+def test_without_a_cgroup_one_workers_flood_leaves_the_next_worker_room(course, separate):
+    """A root grader without pids cgroups (c.Sandbox.use_cgroup False): the cap is RLIMIT_NPROC,
+    which counts every process of the uid. Worker 0's flood stops at the cap; worker 1's sandbox
+    runs as uid + 1 outside, so it starts and makes a thread. With every worker on one uid
+    (c.Sandbox.separate_workers False, the defence off) it cannot start."""
+    def sandbox(worker):
+        return Sandbox(max_processes=64, uid=OWN_UID, use_cgroup=False, worker=worker, separate_workers=separate)
+    assert sandbox(0).cgroup is None and sandbox(1).outside_uid() == OWN_UID + separate
+    flood = subprocess.Popen(sandbox(0).wrap([sys.executable, "-c", textwrap.dedent(SPAWN_FLOOD.format(pid=os.getpid()))],
+                                             chdir="/tmp/work"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        started = int(flood.stdout.readline())
+        assert 0 < started < 64, started
+        other = run("import threading; t = threading.Thread(target=print, args=('ok',)); t.start(); t.join()",
+                    True, course[1], sandbox=sandbox(1))
+    finally:
+        flood.kill()
+        flood.wait()
+    assert (other.stdout.split() == ["ok"]) == separate, other.stdout + other.stderr
+
+
+@ROOT_ONLY
+def test_a_root_graders_workers_uids_are_no_accounts(monkeypatch):
+    """Worker k runs as c.Sandbox.uid + k: 65534, 65535, 65536 by default (none an account's
+    here); grading refuses a uid of an account or of a subordinate range, and root."""
+    import pwd
+    assert [Sandbox(worker=k).outside_uid() for k in range(3)] == [65534, 65535, 65536]
+    Sandbox().check_workers(3)
+    taken = pwd.getpwnam("nobody").pw_uid
+    with pytest.raises(SandboxUnavailable, match=f"worker 2 .* = {taken}, which is the uid of account 'nobody'"):
+        Sandbox(uid=taken - 2).check_workers(3)
+    with pytest.raises(SandboxUnavailable, match="= 0, which is root"):
+        Sandbox(uid=0).check_workers(1)
+    assert Sandbox(uid=taken - 2, separate_workers=False, worker=2).outside_uid() == taken - 2
+
+
+def test_a_teacher_accounts_workers_get_its_subordinate_ids_in_turn(monkeypatch):
+    """Worker k of a teacher account: the first subordinate uid and gid + k; a range smaller
+    than the workers is refused, naming the fix."""
+    from tinygpt_course.grading import sandbox as sandbox_mod
+    monkeypatch.setattr(sandbox_mod.os, "geteuid", lambda: 2000)
+    monkeypatch.setattr(sandbox_mod, "subordinate_ids", lambda: (60000, 70000))
+    monkeypatch.setattr(sandbox_mod, "_subordinate_ranges", lambda: ((60000, 3), (70000, 1000)))
+    assert [Sandbox(worker=k).outside_ids() for k in range(3)] == [(60000, 70000), (60001, 70001), (60002, 70002)]
+    Sandbox().check_workers(3)
+    with pytest.raises(SandboxUnavailable, match="worker 3 .* 3 subordinate uids.*--jobs N needs N.*usermod"):
+        Sandbox().check_workers(4)
+    assert Sandbox(worker=3, separate_workers=False).outside_ids() == (60000, 70000)
+    monkeypatch.setenv("TINYGPT_GRADING_WORKER", "2")
+    assert Sandbox().outside_ids() == (60002, 70002)
+
+
 def test_a_grader_that_is_not_root_is_refused_unless_it_accepts(monkeypatch):
     from tinygpt_course.grading import sandbox as sandbox_mod
     monkeypatch.setattr(sandbox_mod.os, "geteuid", lambda: 1000)

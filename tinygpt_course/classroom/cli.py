@@ -127,8 +127,9 @@ def _main(argv, logs_base):
     todo = [s for s, folder in submissions.items() if s not in spoofed
             and (args.force or not is_graded(coursedir, args.assignment, s, folder, gradebook))]
     skipped = len(submissions) - len(todo) - len(spoofed)
-    from tinygpt_course.grading.sandbox import SandboxUnavailable
-    try:
+    from tinygpt_course.grading.sandbox import Sandbox, SandboxUnavailable
+    try:       # each worker a uid of its own (c.Sandbox.worker): refuse before grading if one has none
+        Sandbox(config=getattr(coursedir, "course_config", coursedir.config)).check_workers(min(jobs, len(todo)))
         prepare_checks(coursedir, args.assignment)
     except SandboxUnavailable as exc:
         sys.exit(f"tinygpt-grade-class: {exc}")

@@ -17,13 +17,16 @@ def _error_lines(log_path, limit=6):
 
 
 class _Worker:
-    """A forked worker process and the pipe to it."""
+    """A forked worker process and the pipe to it. `index` (0..jobs-1, kept by a worker that
+    replaces a dead one) is the worker's slot: its learner code runs as a uid of the slot's own
+    (c.Sandbox.worker; README 'The grading sandbox')."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, index):
         from .worker import serve
         self.conn, child = ctx.Pipe()
+        self.index = index
         # not a daemon: the grading steps start processes of their own (the re-run's forkserver)
-        self.proc = ctx.Process(target=serve, args=(child,), daemon=False)
+        self.proc = ctx.Process(target=serve, args=(child, index), daemon=False)
         self.proc.start()
         child.close()
         self.job = None
@@ -73,7 +76,7 @@ def run_pool(assignment, students, jobs, log_dir, retries, progress=True):
         bar.set_postfix(failed=sum(1 for c, _ in results.values() if c != 0), refresh=False)
 
     try:
-        workers = [_Worker(ctx) for _ in range(min(jobs, len(students)))]
+        workers = [_Worker(ctx, i) for i in range(min(jobs, len(students)))]
         while queue or any(w.job for w in workers):
             for w in workers:
                 if w.job is None and queue:
@@ -94,7 +97,7 @@ def run_pool(assignment, students, jobs, log_dir, retries, progress=True):
                     w.proc.join(5)
                     code = w.proc.exitcode or 1
                     w.stop(1)
-                    workers[workers.index(w)] = new = _Worker(ctx)
+                    workers[workers.index(w)] = new = _Worker(ctx, w.index)
                     w = new
                 w.job = None
                 finish(student, attempt, code, log)

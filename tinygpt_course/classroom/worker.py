@@ -60,12 +60,20 @@ def grade(assignment, student, log_path):
     return code
 
 
-def serve(conn):
+def serve(conn, index=0):
     """A worker's loop (in a forked process): grade what the parent sends until it hangs up.
 
     A worker grades many submissions, as one `nbgrader autograde` process does, so what
     nbgrader and the grading steps set up once per process is set up once per worker.
+    `index` is the worker's slot (0..jobs-1): its learner code runs as a uid of that slot's own
+    outside (c.Sandbox.worker reads it from $TINYGPT_GRADING_WORKER), so where no pids cgroup
+    caps a sandbox, RLIMIT_NPROC counts this worker's sandboxes apart from the others'.
     """
+    import ctypes
+    from tinygpt_course.grading.sandbox import WORKER_ENV
+    os.environ[WORKER_ENV] = str(index)
+    # its name in ps and /proc/<pid>/comm (the environment there is the one the parent was started with)
+    ctypes.CDLL(None).prctl(15, f"tgc-worker-{index}".encode()[:15], 0, 0, 0)      # PR_SET_NAME
     install_gradebook_lock()
     while True:
         try:

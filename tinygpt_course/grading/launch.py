@@ -6,18 +6,23 @@ SPEC (JSON, made by :meth:`tinygpt_course.grading.sandbox.Sandbox.wrap`):
 - ``cgroups``: ``cgroup.procs`` files this process joins first (a memory and a pids cgroup of
   the sandbox's own, where the grader may make them), so that everything inside counts there;
 - ``limits``: rlimits ({"as": bytes, "cpu": s, "nproc": n, "fsize": bytes}), set here so they
-  hold for bubblewrap and every process inside;
+  hold for bubblewrap and every process inside; for a teacher account, once in the user namespace
+  made below (``limits_first``: before it, the defence off). Linux (5.14+) counts RLIMIT_NPROC
+  per user namespace and up through each namespace's owner, against the limit the namespace was
+  made with: set before this process's namespace, it would count every process of the teacher's
+  uid, every sandbox's together; set inside it, it counts this sandbox's alone (its namespace's
+  owner, the teacher, is then held only to the teacher's own limit);
 - ``stage``: host folders bubblewrap is to show, for a root grader: bubblewrap runs as the
   sandbox's uid, which may not enter the folders above them (a clone in /root, a pytest folder);
   so in a mount namespace of this process's own, each is bound on ``STAGE/<i>`` (a fresh tmpfs),
   where bubblewrap takes it from. Nothing of it is seen outside this process and its children;
 - ``files``: {path in the sandbox: text}, copied in by bubblewrap (``--file``) from a memfd;
-- ``uid``: the uid (and gid) to become before bubblewrap starts, when the grader is root: the
-  sandbox's processes and files then belong to it outside, not to root; supplementary groups
-  are dropped;
+- ``uid``: the uid (and gid) to become before bubblewrap starts, when the grader is root
+  (c.Sandbox.uid + the grading worker's index): the sandbox's processes and files then belong to
+  it outside, not to root; supplementary groups are dropped;
 - ``subordinate``: [uid, gid, outer uid, outer gid, newuidmap, newgidmap] for a grader that is
   not root but has subordinate ids (/etc/subuid, /etc/subgid): this process makes a user namespace
-  where uid maps to outer uid (with the newuidmap/newgidmap the grader found: the uidmap package's,
+  where uid maps to outer uid (the first subordinate id + the grading worker's index; with the newuidmap/newgidmap the grader found: the uidmap package's,
   set-uid, or with file capabilities as in the Kubernetes image), drops its groups and
   becomes uid there; bubblewrap, started by it, nests its own namespaces inside. Outside, the
   sandbox's processes and files then belong to the subordinate uid, never the grader's;
@@ -85,6 +90,11 @@ def subordinate(uid, gid, outer_uid, outer_gid, newuidmap="newuidmap", newgidmap
     os.setresuid(uid, uid, uid)
 
 
+def set_limits(spec):
+    for name, value in spec.get("limits", {}).items():
+        resource.setrlimit(LIMITS[name], (value, value))
+
+
 def main(spec):
     for procs in spec.get("cgroups", ()):
         with open(procs, "w") as f:
@@ -99,10 +109,12 @@ def main(spec):
         fds.append(fd)
     for fd in fds:
         os.set_inheritable(fd, True)
-    for name, value in spec.get("limits", {}).items():
-        resource.setrlimit(LIMITS[name], (value, value))
+    if spec.get("limits_first"):        # the defence off (c.Sandbox.separate_workers False)
+        set_limits(spec)
     if spec.get("subordinate"):
         subordinate(*spec["subordinate"])
+    if not spec.get("limits_first"):
+        set_limits(spec)
     uid = spec.get("uid")
     if uid is not None:
         os.setgroups([])

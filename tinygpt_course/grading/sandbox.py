@@ -10,8 +10,10 @@ Inside, as the learner's code sees it:
   /dev/shm, tmpfs of a fixed size (nosuid, nodev), gone with the sandbox; /dev is read-only;
 - /tmp, /dev and /proc are its own; it has no network (not even loopback to the host);
 - it runs as uid ``Sandbox.uid`` (65534, nobody) in new user, PID, IPC, UTS and cgroup
-  namespaces, and, with a root grader, as that uid outside too (launch.py drops to it before
-  bubblewrap starts): nothing it starts or writes belongs to root, and RLIMIT_NPROC applies. It
+  namespaces, and outside as a uid of its grading worker's own (``Sandbox.worker``, k): with a
+  root grader ``Sandbox.uid`` + k (launch.py drops to it before bubblewrap starts), with a
+  teacher account its first subordinate uid + k: nothing it starts or writes belongs to root or
+  the teacher, and RLIMIT_NPROC applies per worker. It
   sees no other process, cannot make user namespaces, and when the run's first process ends, or
   the grader that started it dies (``--die-with-parent``), every process inside is killed;
 - memory (address space), CPU time, file size and the number of processes are capped with
@@ -35,7 +37,7 @@ import sys
 import time
 import warnings
 
-from traitlets import Bool, Integer, List, Unicode
+from traitlets import Bool, Integer, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 
@@ -57,6 +59,18 @@ NEWUIDMAP = ("your account has subordinate ids, but newuidmap/newgidmap cannot u
              "grading container only, `allowPrivilegeEscalation: true` and `capabilities: {{drop: [ALL], add: "
              "[SETUID, SETGID]}}` (hub/z2jh/grade-job.yaml; hub/README.md 'Pod Security'); or grade as root; or "
              "accept your own uid with c.Sandbox.allow_grader_uid = True in nbgrader_config.py.")
+WORKER_ENV = "TINYGPT_GRADING_WORKER"       # set by tinygpt-grade-class in each of its workers: 0, 1, ...
+TOO_FEW_SUBIDS = ("grading worker {worker} would run learner code as subordinate uid {first} + {worker}, but your "
+                  "account has {count} subordinate uids (/etc/subuid) and {gcount} gids (/etc/subgid) from {first}: "
+                  "tinygpt-grade-class gives each of its --jobs workers a uid of its own (the first subordinate id + "
+                  "the worker's index), so --jobs N needs N of each. Give the account a larger range (as root: "
+                  "`usermod --add-subuids 100000-165535 --add-subgids 100000-165535 <you>`; on Kubernetes "
+                  "hub/z2jh/roster.py --subids gives each teacher 1000), or grade with fewer --jobs.")
+TAKEN_UID = ("grading worker {worker} would run learner code as c.Sandbox.uid + {worker} = {uid}, which is {who}: a "
+             "root grader gives each of tinygpt-grade-class's --jobs workers a uid of its own (c.Sandbox.uid + the "
+             "worker's index), and those after c.Sandbox.uid must be no account's (/etc/passwd) and in no "
+             "account's subordinate range (/etc/subuid). Set c.Sandbox.uid in nbgrader_config.py to the first of "
+             "--jobs unused uids, or grade with fewer --jobs.")
 FIX = ("Install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`) and allow unprivileged user "
        "namespaces (sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0; in a "
        "container or Kubernetes pod: a seccomp/AppArmor profile that allows unshare and mount, see "
@@ -98,9 +112,26 @@ class Sandbox(LoggingConfigurable):
     bwrap = Unicode("bwrap", help="The bubblewrap command (a name on PATH or a path).").tag(config=True)
     uid = Integer(65534, help=(
         "The uid (and gid) learner code runs as, inside the sandbox and, with a root grader, outside it "
-        "too: a root grader becomes this uid (no supplementary groups) before bubblewrap starts, so "
-        "nothing learner code starts or writes belongs to root. Never the grader's or a teacher's "
-        "uid.")).tag(config=True)
+        "too: a root grader becomes this uid + the grading worker's index (no supplementary groups) "
+        "before bubblewrap starts, so nothing learner code starts or writes belongs to root. "
+        "tinygpt-grade-class --jobs N: workers 0..N-1 run as uid..uid+N-1 outside (65534, 65535, "
+        "65536 by default), and those after uid must be no account's uid nor in a subordinate range "
+        "(grading refuses otherwise). Never the grader's or a teacher's uid.")).tag(config=True)
+    worker = Integer(help=(
+        "The index of the grading worker this process is (0 for a plain `nbgrader autograde`; "
+        "tinygpt-grade-class sets $TINYGPT_GRADING_WORKER to 0..--jobs-1 in each of its workers). "
+        "Learner code of worker k runs as uid + k (a root grader) or the first subordinate uid + k "
+        "(a teacher account) outside, so that where there is no pids cgroup, RLIMIT_NPROC, which "
+        "Linux counts over every process of a uid, is per worker: one learner's process flood "
+        "starves only its own worker's sandbox. Read from the environment, not the config."))
+    separate_workers = Bool(True, help=(
+        "Keep concurrent grading workers' process caps apart where there is no pids cgroup: each "
+        "worker's learner code runs as a uid of its own outside (see worker), and a teacher "
+        "account's RLIMIT_NPROC is set inside the sandbox's own user namespace (Linux 5.14+ counts "
+        "it per user namespace, up to the namespace's owner: set outside, it would count every "
+        "process of the teacher's, every sandbox's together). False is the defence off (every "
+        "worker on one uid, the cap counted in the grader's namespace): one learner's flood can "
+        "then keep a concurrent learner's sandbox from starting.")).tag(config=True)
     memory_limit_mb = Integer(6144, help=(
         "Address-space cap of every process in the sandbox, in MB (0: none). Runaway memory ends "
         "in a MemoryError inside the sandbox, not in the machine's out-of-memory killer.")).tag(config=True)
@@ -131,6 +162,44 @@ class Sandbox(LoggingConfigurable):
     read_only_paths = List(Unicode(), help=(
         "Extra folders learner code may read (the system, the Python installation and the course "
         "library are always there).")).tag(config=True)
+
+    @default("worker")
+    def _worker_default(self):
+        value = os.environ.get(WORKER_ENV, "").strip()
+        return int(value) if value.isdigit() else 0
+
+    def _index(self, worker=None):
+        return (self.worker if worker is None else worker) if self.separate_workers else 0
+
+    def outside_ids(self, worker=None):
+        """(uid, gid) the sandbox's processes and files have outside it for grading worker
+        `worker` (this process's by default): ``uid`` + worker for a root grader (it becomes it
+        before bubblewrap starts), the grader's first subordinate uid and gid + worker (/etc/subuid,
+        with newuidmap), else the grader's own, which only ``allow_grader_uid`` accepts
+        (:meth:`require` refuses it otherwise). Raises SandboxUnavailable (naming the fix) where
+        the worker's uid would be an account's, root's, or past the subordinate range."""
+        k = self._index(worker)
+        if os.geteuid() == 0:
+            uid = self.uid + k
+            who = "root" if uid == 0 else _uid_taken(uid) if k else None
+            if who:
+                raise SandboxUnavailable(f"the grading sandbox refuses to start: "
+                                         f"{TAKEN_UID.format(worker=k, uid=uid, who=who)}")
+            return uid, uid
+        ranges = _subordinate_ranges() if subordinate_ids() else None
+        if not ranges:
+            return os.geteuid(), os.getegid()
+        (first, count), (gfirst, gcount) = ranges
+        if k >= min(count, gcount):
+            raise SandboxUnavailable(f"the grading sandbox refuses to start: "
+                                     f"{TOO_FEW_SUBIDS.format(worker=k, first=first, count=count, gcount=gcount)}")
+        return first + k, gfirst + k
+
+    def check_workers(self, jobs):
+        """Raise SandboxUnavailable (naming the fix) unless each of `jobs` workers has a uid of its own."""
+        if self.enabled:
+            for k in range(jobs):
+                self.outside_ids(k)
 
     def warn_if_off(self):
         if not self.enabled:
@@ -166,24 +235,20 @@ class Sandbox(LoggingConfigurable):
         return {k: v for k, v in caps.items() if v}
 
     def outside_uid(self):
-        """The uid the sandbox's processes and files have outside it: ``uid`` for a root grader
-        (it becomes it before bubblewrap starts), the first of a grader's subordinate uids
-        (/etc/subuid, with newuidmap), else the grader's own, which only ``allow_grader_uid``
-        accepts (:meth:`require` refuses it otherwise)."""
-        if os.geteuid() == 0:
-            return self.uid
-        ids = subordinate_ids()
-        return ids[0] if ids else os.geteuid()
+        """The uid the sandbox's processes and files have outside it (:meth:`outside_ids`)."""
+        return self.outside_ids()[0]
 
     def _drop_to(self):
         """The uid a root grader becomes before bubblewrap starts (None: not root, it cannot)."""
-        return self.uid if os.geteuid() == 0 else None
+        return self.outside_uid() if os.geteuid() == 0 else None
 
     def _subordinate(self):
         """[uid, gid, outer uid, outer gid, newuidmap, newgidmap] for launch.py, for a grader with
-        subordinate ids: the tools are the ones found here, on the grader's PATH."""
-        ids = subordinate_ids() if os.geteuid() != 0 else None
-        return [self.uid, self.uid, *ids, shutil.which("newuidmap"), shutil.which("newgidmap")] if ids else None
+        subordinate ids (this worker's: :meth:`outside_ids`): the tools are the ones found here,
+        on the grader's PATH."""
+        if os.geteuid() == 0 or not subordinate_ids():
+            return None
+        return [self.uid, self.uid, *self.outside_ids(), shutil.which("newuidmap"), shutil.which("newgidmap")]
 
     def wrap(self, argv, writable=(), hidden=(), chdir=None, bwrap_args=(), files=None):
         """The command that runs argv in the sandbox. `writable` folders are bound read-write at
@@ -219,7 +284,7 @@ class Sandbox(LoggingConfigurable):
         cmd += ["--remount-ro", "/"]            # bubblewrap's root is a tmpfs too, of no size
         cmd += ["--chdir", chdir or (writable[0] if writable else "/tmp"), "--setenv", "JPY_PARENT_PID", "1"]
         spec = {"argv": cmd + ["--"] + list(argv), "files": list((files or {}).values()),
-                "limits": self.rlimits(), "cgroups": self.cgroup.procs() if self.cgroup else [],
+                "limits": self.rlimits(), "limits_first": not self.separate_workers, "cgroups": self.cgroup.procs() if self.cgroup else [],
                 "uid": self._drop_to(), "subordinate": self._subordinate(), "stage": shown + list(writable) if staged else [], "stage_dir": STAGE}
         return [sys.executable, "-I", "-S", LAUNCH, json.dumps(spec)]
 
@@ -256,6 +321,22 @@ def subordinate_ids():
 def _subordinate_entries():
     """(first subordinate uid, first subordinate gid) of the grader's account in /etc/subuid and
     /etc/subgid (by name or uid), else None."""
+    ranges = _subordinate_ranges()
+    return (ranges[0][0], ranges[1][0]) if ranges else None
+
+
+def _subid_rows(table):
+    """[(owner, first, count)] of /etc/subuid or /etc/subgid (None: unreadable)."""
+    try:
+        rows = [ln.strip().split(":") for ln in open(table) if ln.count(":") == 2]
+    except OSError:
+        return None
+    return [(name, int(start), int(count)) for name, start, count in rows if start.isdigit() and count.isdigit()]
+
+
+def _subordinate_ranges():
+    """((first uid, count), (first gid, count)): the grader's account's first range in
+    /etc/subuid and in /etc/subgid (by name or uid), else None."""
     import pwd
     try:
         names = {pwd.getpwuid(os.geteuid()).pw_name, str(os.geteuid())}
@@ -263,15 +344,26 @@ def _subordinate_entries():
         names = {str(os.geteuid())}
     found = []
     for table in ("/etc/subuid", "/etc/subgid"):
-        try:
-            rows = [ln.strip().split(":") for ln in open(table) if ln.count(":") == 2]
-        except OSError:
-            return None
-        first = next((int(start) for name, start, count in rows if name in names and int(count) > 0), None)
+        first = next(((start, count) for name, start, count in _subid_rows(table) or () if name in names and count > 0),
+                     None)
         if first is None:
             return None
         found.append(first)
     return tuple(found)
+
+
+def _uid_taken(uid):
+    """Whose `uid` is ("the uid of account NAME", "in NAME's subordinate range"), or None if no one's."""
+    import pwd
+    try:
+        return f"the uid of account {pwd.getpwuid(uid).pw_name!r}"
+    except KeyError:
+        pass
+    for table in ("/etc/subuid", "/etc/subgid"):
+        for name, start, count in _subid_rows(table) or ():
+            if start <= uid < start + count:
+                return f"in {name}'s subordinate range ({table})"
+    return None
 
 
 CAP_SETGID, CAP_SETUID = 6, 7
@@ -414,7 +506,7 @@ def _probe(sandbox):
     """None if the sandbox starts here and runs this Python, else what went wrong (cached per
     process and setting)."""
     bwrap = shutil.which(sandbox.bwrap) or sandbox.bwrap
-    key = (os.getpid(), bwrap, sandbox.uid, tuple(sandbox.read_only_paths))
+    key = (os.getpid(), bwrap, sandbox.outside_ids(), tuple(sandbox.read_only_paths))
     if key in _probed:
         return _probed[key]
     if not (os.path.isfile(bwrap) and os.access(bwrap, os.X_OK)):
