@@ -1,5 +1,9 @@
 """pytest's side: the shared fixtures and which tests are fast. Every helper the tests, bench/
 and docs/ share is in tinygpt_course.testing (course, notebooks, catalogue, ...)."""
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from tinygpt_course.testing.course import make_course
@@ -9,6 +13,22 @@ from tinygpt_course.testing.course import make_course
 def course(tmp_path_factory):
     """A multihead course with its release generated (tinygpt_course.testing.course.make_course)."""
     return make_course(tmp_path_factory.mktemp("course"))
+
+
+@pytest.fixture(scope="session")
+def users_venv():
+    """The venv of the hub's users, as hub/README.md makes it (`course.sh setup hub`: from
+    /usr/bin/python3, the course library not editable), once per session (2-5 min), for every test
+    whose other Unix users run the course (test_hub, test_kernelfork's and test_roster's accounts,
+    test_grade_job's Job): under /var/tmp, readable by all (a clone may be private, and the grading
+    sandbox mounts its own /tmp). Ask for it after a test's own skip checks (request.getfixturevalue)."""
+    from tinygpt_course.testing import hub
+    base = Path(tempfile.mkdtemp(prefix="tinygpt-venv-", dir="/var/tmp"))
+    base.chmod(0o755)
+    try:
+        yield hub.make_course_venv(base, base / "venv.log")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

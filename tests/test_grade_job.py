@@ -98,7 +98,7 @@ class Watcher(threading.Thread):
 
 
 @pytest.fixture(scope="module")
-def graded():
+def graded(request):
     from tinygpt_course.testing import hub
     import importlib.util
     spec = importlib.util.spec_from_file_location("tinygpt_z2jh_roster", Z2JH / "roster.py")
@@ -144,7 +144,7 @@ def graded():
     os.chown(base / "home", uid, gid)
     check = as_job(["python", "-c", "import tinygpt_course, nbgrader, torch"], setpriv(pod, ctr))
     if check.wait(timeout=300) != 0:
-        venv = hub.make_course_venv(base, base / "venv.log")
+        venv = request.getfixturevalue("users_venv")
 
     course = subs.make_course(base / "home" / "tinygpt")
     import json

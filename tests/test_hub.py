@@ -356,7 +356,7 @@ def _mode(path):
 
 
 @pytest.mark.slow
-def test_classroom_on_jupyterhub():
+def test_classroom_on_jupyterhub(request):
     _skip_or_fail()
     from playwright.sync_api import sync_playwright
 
@@ -376,7 +376,7 @@ def test_classroom_on_jupyterhub():
         stages.append(f"{last[1]} {now - last[0]:.0f}s")
         last[:] = [now, next_stage]
     try:
-        venv = hh.make_course_venv(base, artifacts / "hub-pip.log")
+        venv = request.getfixturevalue("users_venv")     # course.sh setup hub, once per session
         t_venv = time.time() - t0
         assert not hh.editable_traces(venv), f"the users' venv leads back to a checkout: {hh.editable_traces(venv)}"
         passwords = {}

@@ -281,7 +281,7 @@ SUBUID = 2_000_000_000
 
 
 @pytest.fixture(scope="module")
-def grader_accounts(tmp_path_factory):
+def grader_accounts(tmp_path_factory, request):
     """Two unprivileged accounts, as CI (root) makes them: one with subordinate ids, one without;
     a venv both can read (the test's own where it can, else a new one: a clone may be private)."""
     from tinygpt_course.testing import hub
@@ -291,7 +291,7 @@ def grader_accounts(tmp_path_factory):
     # (another one on this machine would lock the accounts out mid-test)
     base = Path(tempfile.mkdtemp(prefix="tinygpt-graders-", dir="/var/tmp"))
     os.chmod(base, 0o755)
-    venv = hub.make_course_venv(base, base / "venv.log")
+    venv = request.getfixturevalue("users_venv")
     # names of this run's own: another run of this test on the machine has its own accounts
     users = {"sub": f"tgsb{os.getpid() % 10 ** 6}s", "plain": f"tgsb{os.getpid() % 10 ** 6}p"}
     for name in users.values():
