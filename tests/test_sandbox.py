@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from tinygpt_course.grading.kernel import SandboxedKernelManager
 from tinygpt_course.grading.sandbox import Sandbox, SandboxUnavailable
 from tinygpt_course.testing.notebooks import printed
 
@@ -449,3 +450,49 @@ def test_what_keeps_newuidmap_from_working_is_named(opts, expected):
     out = subprocess.run(["setpriv", *opts, "--", sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert expected in out, out
+
+
+class StartFails(SandboxedKernelManager):
+    """A grading kernel manager whose next starts fail as they do when the machine is short of
+    processes or memory for a moment: the sandbox is not made, or the kernel dies before it
+    answers kernel_info."""
+    failures = []       # what the next starts do: "sandbox" or "dies"; then they start
+
+    async def _async_launch_kernel(self, kernel_cmd, **kw):
+        how = StartFails.failures.pop(0) if StartFails.failures else None
+        if how == "sandbox":
+            from tinygpt_course.grading.template import TemplateUnavailable
+            raise TemplateUnavailable("bubblewrap ended before its sandbox was made (made to fail by the test)")
+        await super()._async_launch_kernel(kernel_cmd, **kw)
+        if how == "dies":
+            self._box.kill()
+
+
+@pytest.mark.parametrize("how", ["sandbox", "dies"])
+def test_a_kernel_that_does_not_start_is_started_again(course, how):
+    """A start that fails has run no learner code: RobustExecute starts a new kernel, and the
+    notebook runs; with start_attempts = 1 (the retry off) the same failure loses the submission."""
+    import nbformat
+    from traitlets.config import Config
+
+    from tinygpt_course.grading.execute import RobustExecute
+    _, own = course
+    cfg = Config()
+    cfg.SandboxedKernelManager.fork_from_template = False
+    cfg.RobustExecute.start_pause = 0.0
+
+    def run(**options):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('ran')")])
+        RobustExecute(kernel_manager_class=StartFails, config=cfg, timeout=120, **options).preprocess(
+            nb, {"metadata": {"path": str(own)}})
+        return nb
+
+    StartFails.failures[:] = [how]
+    assert printed(run().cells[0]) == "ran\n"
+    assert StartFails.failures == []
+    StartFails.failures[:] = [how]
+    try:
+        with pytest.raises(Exception, match="sandbox was made|died before replying"):
+            run(start_attempts=1)
+    finally:
+        StartFails.failures[:] = []
