@@ -496,3 +496,19 @@ def test_a_kernel_that_does_not_start_is_started_again(course, how):
             run(start_attempts=1)
     finally:
         StartFails.failures[:] = []
+
+
+class BadBind(Sandbox):
+    """A sandbox bubblewrap refuses to make (a folder to show that does not exist)."""
+
+    def wrap(self, argv, *args, bwrap_args=(), **kwargs):
+        return super().wrap(argv, *args, bwrap_args=[*bwrap_args, "--ro-bind", "/nonexistent-tinygpt", "/x"], **kwargs)
+
+
+def test_a_sandbox_that_is_not_made_says_why():
+    """What bubblewrap said is in the error (the grader's log), not lost with its pipe."""
+    import logging
+
+    from tinygpt_course.grading.template import TemplateUnavailable, start_sandbox
+    with pytest.raises(TemplateUnavailable, match=r"(sandbox was made|did not come up): bwrap: .*nonexistent-tinygpt"):
+        start_sandbox(BadBind(), "/tmp", {}, logging.getLogger("test"), "test")
