@@ -17,6 +17,12 @@ from tinygpt_course.grading.kernel import SandboxedKernelManager
 from tinygpt_course.grading.sandbox import Sandbox, SandboxUnavailable
 from tinygpt_course.testing.notebooks import printed
 
+# a uid of this test process's own: no account's (accounts are below 70000, teachers' subordinate ids
+# from 100000), no other sandbox's. RLIMIT_NPROC counts every process of the uid on the machine:
+# with 65534 a grading run elsewhere (another test, another engineer's) fills a no-cgroup sandbox's cap
+# (RLIMIT_NPROC) before its code starts and the sandbox cannot even start Python
+OWN_UID = 70000 + os.getpid() % 30000
+
 ON_OFF = [pytest.param(True, id="sandboxed"), pytest.param(False, id="unsandboxed")]
 
 
@@ -277,7 +283,8 @@ def test_memory_cgroup_counts_files(course):
     assert sandbox.cgroup is not None, "a root grader on this machine can make cgroups"
     on = run(WRITE.format(mb=512), True, course[1], sandbox=sandbox)
     off = run(WRITE.format(mb=512), True, course[1],
-              sandbox=Sandbox(memory_limit_mb=256, tmp_size_mb=1024, file_size_limit_mb=0, use_cgroup=False))
+              sandbox=Sandbox(memory_limit_mb=256, tmp_size_mb=1024, file_size_limit_mb=0, use_cgroup=False,
+                              uid=OWN_UID))
     assert on.returncode != 0 or int(on.stdout.split()[-1]) < 512, on.stdout
     assert off.stdout.split() == ["512"], off.stderr
 
@@ -319,7 +326,7 @@ def test_memory_cgroup_counts_children_and_shared_memory(course, code):
     4 hold, or the asker is killed); without the cgroup all 800 MB are held (the class-sized
     attacks, tests/test_class_sandbox.py, never run without it)."""
     on = run(code, True, course[1], sandbox=Sandbox(memory_limit_mb=512))
-    off = run(code, True, course[1], sandbox=Sandbox(memory_limit_mb=512, use_cgroup=False))
+    off = run(code, True, course[1], sandbox=Sandbox(memory_limit_mb=512, use_cgroup=False, uid=OWN_UID))
     held = sum(map(int, on.stdout.split()))
     assert held < (4 if code is BOMB else 800), on.stdout + on.stderr
     assert sum(map(int, off.stdout.split())) == (4 if code is BOMB else 800), off.stdout + off.stderr
@@ -369,9 +376,10 @@ FLOOD = """
 
 @ROOT_ONLY
 def test_a_process_flood_is_bounded_for_a_root_grader(course):
-    """RLIMIT_NPROC (64 here, no cgroup) stops a fork flood once learner code runs as nobody
-    outside; with the sandbox as root it is not applied: all 300 start. The sandbox's end kills them."""
-    on = run(FLOOD, True, course[1], sandbox=Sandbox(max_processes=64, use_cgroup=False))
+    """RLIMIT_NPROC (64 here, no cgroup) stops a fork flood once learner code runs as a uid that
+    is not root outside; with the sandbox as root it is not applied: all 300 start. The sandbox's
+    end kills them."""
+    on = run(FLOOD, True, course[1], sandbox=Sandbox(max_processes=64, use_cgroup=False, uid=OWN_UID))
     off = run(FLOOD, True, course[1], sandbox=KeepsRoot(max_processes=64, use_cgroup=False))
     assert int(on.stdout.split()[-1]) < 64, on.stdout + on.stderr
     assert off.stdout.split() == ["300"], off.stdout + off.stderr
@@ -390,8 +398,6 @@ SPAWN_FLOOD = """
     sys.stdin.read()                       # the sleepers live until the test is done with them
 """
 
-
-OWN_UID = 64123      # no account's, no other sandbox's
 
 
 class NprocToo(Sandbox):
