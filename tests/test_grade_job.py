@@ -168,7 +168,8 @@ def graded(request):
     state = {"uid": uid, "gid": gid, "first": first, "teacher": teacher, "course": course}
     for name, c, path_first in (("old", old, (tools,)), ("no caps", only_caps, (tools,)), ("set-uid", ctr, ())):
         proc = as_job(cmd, setpriv(pod, c), path_first)
-        state[name] = (proc.wait(timeout=900), proc.stdout.read(), (course / "shards").exists())
+        out, _ = proc.communicate(timeout=900)      # read while it runs: a full pipe would stall it
+        state[name] = (proc.returncode, out, (course / "shards").exists())
 
     watcher = Watcher()
     watcher.start()
@@ -187,7 +188,8 @@ def graded(request):
                                               "capabilities": {"drop": ["ALL"]}}}
     merge = as_job(["tinygpt-grade-class", "multihead", "--merge-shards", "1", "--no-progress", "--course-dir",
                     str(course)], setpriv(pod, teacher_pod))
-    state["merge"] = (merge.wait(timeout=900), merge.stdout.read())
+    out, _ = merge.communicate(timeout=900)
+    state["merge"] = (merge.returncode, out)
     state["scores"] = subs.totals(subs.gradebook_scores(course))
 
     # the defence off: no subordinate ids, and the course accepts the grader's uid (allow_grader_uid):

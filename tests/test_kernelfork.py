@@ -65,13 +65,11 @@ def test_a_forked_kernel_runs_sandboxed_and_can_be_interrupted(course):
     interrupted(course, fork=True)
 
 
-def test_the_kernel_is_forked_and_fast(course):
-    """The fork path is the one taken: torch is there before the first cell imports it."""
-    run_kernel("pass", course[1])                      # the template starts once per process
-    t0 = time.perf_counter()
+def test_the_kernel_is_forked(course):
+    """The fork path is the one taken: torch is there before the first cell imports it (what it
+    saves is measured by bench/, not asserted here: tests check behaviour, never timings)."""
     out, err = run_kernel("import sys; print('torch' in sys.modules)", course[1])
     assert (out, err) == ("True\n", None)
-    assert time.perf_counter() - t0 < 10               # generous: a cold start with torch is about 3 s
     out, err = run_kernel("import sys; print('torch' in sys.modules)", course[1], fork=False)
     assert (out, err) == ("False\n", None)
 
@@ -159,7 +157,7 @@ def test_nothing_outlives_the_kernel(course, join):
     marker = f"{31500 + int(join)}{os.getpid()}"
     out, err = run_kernel(escaping_sleeper(marker), course[1], join)
     assert (out, err) == ("parent done\n", None)
-    assert (survivors(marker) == []) == join
+    assert (survivors(marker, expected=not join) == []) == join
 
 
 def test_runs_as_nobody_without_capabilities_under_the_caps(course):

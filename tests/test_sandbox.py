@@ -13,8 +13,15 @@ import time
 
 import pytest
 
+from tinygpt_course.grading.kernel import SandboxedKernelManager
 from tinygpt_course.grading.sandbox import Sandbox, SandboxUnavailable
 from tinygpt_course.testing.notebooks import printed
+
+# a uid of this test process's own: no account's (accounts are below 70000, teachers' subordinate ids
+# from 100000), no other sandbox's. RLIMIT_NPROC counts every process of the uid on the machine:
+# with 65534 a grading run elsewhere (another test, another engineer's) fills a no-cgroup sandbox's cap
+# (RLIMIT_NPROC) before its code starts and the sandbox cannot even start Python
+OWN_UID = 70000 + os.getpid() % 30000
 
 ON_OFF = [pytest.param(True, id="sandboxed"), pytest.param(False, id="unsandboxed")]
 
@@ -124,16 +131,25 @@ def escaping_sleeper(marker):
     """
 
 
-def survivors(marker):
-    """Kill the `sleep <marker>` processes left (half a second on) and return their pids."""
-    time.sleep(0.5)
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if f"sleep {marker}" in open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode():
-                found.append(int(pid))
-        except OSError:
-            pass
+def survivors(marker, expected=False):
+    """Kill the `sleep <marker>` processes left and return their pids.
+
+    `expected`: the defence is off and one should be left: wait until it is there (the escaped
+    process may still be on its way to exec `sleep` on a loaded machine; 120 s at most). Else look
+    half a second on: looking too early could only let a survivor pass unseen, never fail a
+    sandbox that works (its PID namespace is gone, with everything in it, when the run returns)."""
+    deadline = time.monotonic() + (120 if expected else 0.5)
+    while True:
+        time.sleep(0.5 if not expected else 0.1)
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if f"sleep {marker}" in open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode():
+                    found.append(int(pid))
+            except OSError:
+                pass
+        if found or time.monotonic() > deadline:
+            break
     for pid in found:
         os.kill(pid, 9)
     return found
@@ -144,7 +160,7 @@ def test_nothing_outlives_the_run(course, enabled):
     marker = f"{31400 + int(enabled)}{os.getpid()}"
     proc = run(escaping_sleeper(marker), enabled, course[1])
     assert proc.returncode == 0, proc.stderr
-    assert (survivors(marker) == []) == enabled
+    assert (survivors(marker, expected=not enabled) == []) == enabled
 
 
 def test_runs_as_nobody_with_the_caps(course):
@@ -194,8 +210,10 @@ def test_the_grading_kernel_runs_sandboxed_and_can_be_interrupted(course, fork=F
         nbformat.v4.new_code_cell("print('after')")])
     cfg = Config()
     cfg.SandboxedKernelManager.fork_from_template = fork
+    # the endless loop gets 2 s; the other cells the time a loaded machine may need
     NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, config=cfg, resources={"metadata": {"path": str(own)}},
-                   timeout=2, interrupt_on_timeout=True, allow_errors=True).execute()
+                   timeout_func=lambda cell: 2 if "while True" in cell.source else 120,
+                   interrupt_on_timeout=True, allow_errors=True).execute()
     # streams joined: one print may arrive as several messages
     assert printed(nb.cells[0]).split() == ["65534", "False"]
     assert nb.cells[1].outputs[-1]["ename"] == "KeyboardInterrupt"
@@ -265,7 +283,8 @@ def test_memory_cgroup_counts_files(course):
     assert sandbox.cgroup is not None, "a root grader on this machine can make cgroups"
     on = run(WRITE.format(mb=512), True, course[1], sandbox=sandbox)
     off = run(WRITE.format(mb=512), True, course[1],
-              sandbox=Sandbox(memory_limit_mb=256, tmp_size_mb=1024, file_size_limit_mb=0, use_cgroup=False))
+              sandbox=Sandbox(memory_limit_mb=256, tmp_size_mb=1024, file_size_limit_mb=0, use_cgroup=False,
+                              uid=OWN_UID))
     assert on.returncode != 0 or int(on.stdout.split()[-1]) < 512, on.stdout
     assert off.stdout.split() == ["512"], off.stderr
 
@@ -307,7 +326,7 @@ def test_memory_cgroup_counts_children_and_shared_memory(course, code):
     4 hold, or the asker is killed); without the cgroup all 800 MB are held (the class-sized
     attacks, tests/test_class_sandbox.py, never run without it)."""
     on = run(code, True, course[1], sandbox=Sandbox(memory_limit_mb=512))
-    off = run(code, True, course[1], sandbox=Sandbox(memory_limit_mb=512, use_cgroup=False))
+    off = run(code, True, course[1], sandbox=Sandbox(memory_limit_mb=512, use_cgroup=False, uid=OWN_UID))
     held = sum(map(int, on.stdout.split()))
     assert held < (4 if code is BOMB else 800), on.stdout + on.stderr
     assert sum(map(int, off.stdout.split())) == (4 if code is BOMB else 800), off.stdout + off.stderr
@@ -357,9 +376,10 @@ FLOOD = """
 
 @ROOT_ONLY
 def test_a_process_flood_is_bounded_for_a_root_grader(course):
-    """RLIMIT_NPROC (64 here, no cgroup) stops a fork flood once learner code runs as nobody
-    outside; with the sandbox as root it is not applied: all 300 start. The sandbox's end kills them."""
-    on = run(FLOOD, True, course[1], sandbox=Sandbox(max_processes=64, use_cgroup=False))
+    """RLIMIT_NPROC (64 here, no cgroup) stops a fork flood once learner code runs as a uid that
+    is not root outside; with the sandbox as root it is not applied: all 300 start. The sandbox's
+    end kills them."""
+    on = run(FLOOD, True, course[1], sandbox=Sandbox(max_processes=64, use_cgroup=False, uid=OWN_UID))
     off = run(FLOOD, True, course[1], sandbox=KeepsRoot(max_processes=64, use_cgroup=False))
     assert int(on.stdout.split()[-1]) < 64, on.stdout + on.stderr
     assert off.stdout.split() == ["300"], off.stdout + off.stderr
@@ -378,8 +398,6 @@ SPAWN_FLOOD = """
     sys.stdin.read()                       # the sleepers live until the test is done with them
 """
 
-
-OWN_UID = 64123      # no account's, no other sandbox's
 
 
 class NprocToo(Sandbox):
@@ -503,3 +521,65 @@ def test_what_keeps_newuidmap_from_working_is_named(opts, expected):
     out = subprocess.run(["setpriv", *opts, "--", sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert expected in out, out
+
+
+class StartFails(SandboxedKernelManager):
+    """A grading kernel manager whose next starts fail as they do when the machine is short of
+    processes or memory for a moment: the sandbox is not made, or the kernel dies before it
+    answers kernel_info."""
+    failures = []       # what the next starts do: "sandbox" or "dies"; then they start
+
+    async def _async_launch_kernel(self, kernel_cmd, **kw):
+        how = StartFails.failures.pop(0) if StartFails.failures else None
+        if how == "sandbox":
+            from tinygpt_course.grading.template import TemplateUnavailable
+            raise TemplateUnavailable("bubblewrap ended before its sandbox was made (made to fail by the test)")
+        await super()._async_launch_kernel(kernel_cmd, **kw)
+        if how == "dies":
+            self._box.kill()
+
+
+@pytest.mark.parametrize("how", ["sandbox", "dies"])
+def test_a_kernel_that_does_not_start_is_started_again(course, how):
+    """A start that fails has run no learner code: RobustExecute starts a new kernel, and the
+    notebook runs; with start_attempts = 1 (the retry off) the same failure loses the submission."""
+    import nbformat
+    from traitlets.config import Config
+
+    from tinygpt_course.grading.execute import RobustExecute
+    _, own = course
+    cfg = Config()
+    cfg.SandboxedKernelManager.fork_from_template = False
+    cfg.RobustExecute.start_pause = 0.0
+
+    def run(**options):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('ran')")])
+        RobustExecute(kernel_manager_class=StartFails, config=cfg, timeout=120, **options).preprocess(
+            nb, {"metadata": {"path": str(own)}})
+        return nb
+
+    StartFails.failures[:] = [how]
+    assert printed(run().cells[0]) == "ran\n"
+    assert StartFails.failures == []
+    StartFails.failures[:] = [how]
+    try:
+        with pytest.raises(Exception, match="sandbox was made|died before replying"):
+            run(start_attempts=1)
+    finally:
+        StartFails.failures[:] = []
+
+
+class BadBind(Sandbox):
+    """A sandbox bubblewrap refuses to make (a folder to show that does not exist)."""
+
+    def wrap(self, argv, *args, bwrap_args=(), **kwargs):
+        return super().wrap(argv, *args, bwrap_args=[*bwrap_args, "--ro-bind", "/nonexistent-tinygpt", "/x"], **kwargs)
+
+
+def test_a_sandbox_that_is_not_made_says_why():
+    """What bubblewrap said is in the error (the grader's log), not lost with its pipe."""
+    import logging
+
+    from tinygpt_course.grading.template import TemplateUnavailable, start_sandbox
+    with pytest.raises(TemplateUnavailable, match=r"(sandbox was made|did not come up): bwrap: .*nonexistent-tinygpt"):
+        start_sandbox(BadBind(), "/tmp", {}, logging.getLogger("test"), "test")

@@ -98,8 +98,9 @@ def test_merged_shards_equal_tinygpt_grade_class(graded):
     assert nb_sharded.keys() == nb_whole.keys() and len(nb_whole) == len(KINDS) - 1
     assert nb_sharded == nb_whole, "\n".join(subs.differences(nb_whole, nb_sharded))
     # the broken submission: reported by both, and the exit status says so
-    assert graded["rc_whole"] == 1 and "failed: s005_badmeta" in graded["out_whole"], graded["out_whole"][-3000:]
-    assert rc == 1 and "failed: s005_badmeta" in out, out[-3000:]
+    assert graded["rc_whole"] == 1 and subs.failed_students(graded["out_whole"]) == ["s005_badmeta"], \
+        graded["out_whole"][-3000:]
+    assert rc == 1 and subs.failed_students(out) == ["s005_badmeta"], out[-3000:]
     assert not graded["results"].exists(), "merged results are left behind"
 
 

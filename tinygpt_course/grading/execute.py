@@ -13,9 +13,19 @@ A kernel that does not answer even after the timeout's interrupt (nbclient's "Ti
 for IOPub output": seen with memory held at the cgroup's cap), or that breaks its own messaging
 (a process flood at the sandbox's cap: ipykernel cannot start a thread, and nbclient then
 raises on a message), is treated the same way; stock nbgrader loses the whole submission there.
+
+A kernel that does not come up at all (its sandbox not made, or the kernel dead before it answers
+``kernel_info``: seen as "Resource temporarily unavailable" when the machine is short of processes
+or memory for a moment, other graders' sandboxes at their caps) fails before any learner code has
+run: that is the grader's trouble, not the learner's, so the start is tried again with a new
+kernel manager, ``start_attempts`` times in all, before nbgrader reports the submission.
 """
+import time
+
+from nbclient.client import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.v4 import new_output
+from traitlets import Float, Integer
 
 from nbgrader.preprocessors import Execute
 
@@ -28,6 +38,14 @@ def error_output(ename, message):
 
 class RobustExecute(Execute):
 
+    start_attempts = Integer(3, help=(
+        "Times a grading kernel is started before nbgrader reports the submission: a start that "
+        "fails (the sandbox or the kernel did not come up) has run no learner code, so it is tried "
+        "again with a new kernel manager.")).tag(config=True)
+    start_pause = Float(2.0, help=(
+        "Seconds waited before the n-th new start (n times this), so that a moment's shortage of "
+        "processes or memory on the machine can pass.")).tag(config=True)
+
     def __init__(self, *args, **kwargs):
         # nbgrader's Execute sets AsyncKernelManager as a keyword: ours comes first
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
@@ -36,6 +54,34 @@ class RobustExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
         self._stop_reason = None
         return super().preprocess(nb, resources, km)
+
+    def start_new_kernel(self, **kwargs):
+        """Start the kernel and its client (nbclient's setup_kernel calls this first); a start
+        that fails is tried again, up to start_attempts in all (a kernel manager the caller
+        passed in is the caller's: started once)."""
+        attempts = max(1, self.start_attempts) if self.owns_km else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                NotebookClient.start_new_kernel(self, **kwargs)
+                NotebookClient.start_new_kernel_client(self)
+                return
+            except Exception as exc:
+                if attempt >= attempts:
+                    raise
+                self.log.warning("the grading kernel did not start (attempt %d of %d): %s: %.300s; starting a "
+                                 "new one", attempt, attempts, type(exc).__name__, exc)
+                self._discard_kernel()
+                time.sleep(self.start_pause * attempt)
+                self.km = self.create_kernel_manager()
+
+    def _discard_kernel(self):
+        """What a failed start left: its kernel (if any), its sandbox and its folder."""
+        if self.km is not None:
+            try:
+                self._cleanup_kernel()
+            except Exception as exc:      # a kernel that never started may have nothing to shut down
+                self.log.debug("cleaning up a kernel that did not start: %s", exc)
+        self.kc = self.km = None
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":

@@ -213,6 +213,21 @@ class Sandboxed:
             self.pidfd = None
 
 
+def _ended(proc, out_w, first=b""):
+    """Kill a sandbox that did not come up; what it had written (bubblewrap's error, after the
+    `first` line read already), one line."""
+    proc.kill()
+    proc.wait()
+    os.close(out_w)
+    os.set_blocking(proc.stdout.fileno(), False)
+    try:
+        said = first + (proc.stdout.read(4096) or b"")
+    except OSError:
+        said = first
+    proc.stdout.close()
+    return _printable(" ".join(said.decode(errors="replace").split()))[:LINE_CAP]
+
+
 def start_sandbox(sandbox, chdir, files, log, who, argv=(), env=None, timeout=30):
     """Start a sandbox with the placeholder in it (followed by `argv`, which `go` runs);
     return it as :class:`Sandboxed`, its output logged by a :class:`KernelOutput`."""
@@ -225,7 +240,7 @@ def start_sandbox(sandbox, chdir, files, log, who, argv=(), env=None, timeout=30
     os.close(info_w)
     proc.stdout = os.fdopen(out_r, "rb")
     try:
-        deadline, info = time.monotonic() + timeout, b""
+        deadline, info, first = time.monotonic() + timeout, b"", b""
         while True:                     # bubblewrap writes {"child-pid": N, ...} when it has cloned
             if not select.select([info_r], [], [], max(0, deadline - time.monotonic()))[0]:
                 raise TemplateUnavailable("bubblewrap gave no pid in time")
@@ -239,13 +254,15 @@ def start_sandbox(sandbox, chdir, files, log, who, argv=(), env=None, timeout=30
             except ValueError:
                 continue
         # the placeholder speaks once the sandbox is complete (mounts, then exec)
-        if not select.select([proc.stdout], [], [], max(0, deadline - time.monotonic()))[0] \
-                or proc.stdout.readline() != b"ready\n":
+        first = proc.stdout.readline() if select.select([proc.stdout], [], [], max(0, deadline - time.monotonic()))[0] \
+            else b""
+        if first != b"ready\n":
             raise TemplateUnavailable("the sandbox did not come up")
+    except TemplateUnavailable as exc:
+        said = _ended(proc, out_w, first)
+        raise TemplateUnavailable(f"{exc}{f': {said}' if said else ''}") from None
     except BaseException:
-        proc.kill()
-        proc.wait()
-        os.close(out_w)
+        _ended(proc, out_w)
         raise
     finally:
         os.close(info_r)

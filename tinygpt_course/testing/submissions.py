@@ -78,3 +78,10 @@ def make_class(course, n, kinds=KINDS):
     for student, kind in roster.items():
         submit(course, student, kind)
     return roster
+
+
+def failed_students(output):
+    """The students tinygpt-grade-class's summary names as failed (``failed: a, b (logs ...)``),
+    as a sorted list; [] when the summary names none."""
+    m = re.search(r"^tinygpt-grade-class: failed: (.+?) \(", output, re.M)
+    return sorted(m[1].split(", ")) if m else []
