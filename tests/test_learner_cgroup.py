@@ -5,6 +5,7 @@ processes together; /dev/shm files of the user go, others' stay. Needs root and 
 import importlib.util
 import os
 import pwd
+import shlex
 import signal
 import subprocess
 import sys
@@ -155,14 +156,14 @@ def test_the_v2_path_on_a_real_cgroup2_hierarchy():
 
 
 # in a mount namespace of its own, the memory hierarchy read-only (as a container runtime mounts it)
-READ_ONLY = ("mount --make-rprivate / && mount --bind {d} {d} && mount -o remount,bind,ro {d} && exec " + sys.executable + " -c {code}")
+READ_ONLY = "mount --make-rprivate / && mount --bind {d} {d} && mount -o remount,bind,ro {d} && exec {python} -c {code}"
 
 
 def _read_only_run(code, env=None):
-    d = lc.LearnerCgroup("-").dirs.get("memory") or lc.LearnerCgroup("-").dirs["unified"]
-    d = str(Path(d).parent.parent)
-    import shlex
-    return subprocess.run(["unshare", "--mount", "sh", "-c", READ_ONLY.format(d=shlex.quote(d), code=shlex.quote(code))],
+    dirs = lc.LearnerCgroup("-").dirs
+    d = str(Path(dirs.get("memory") or dirs["unified"]).parent.parent)
+    script = READ_ONLY.format(d=shlex.quote(d), python=shlex.quote(sys.executable), code=shlex.quote(code))
+    return subprocess.run(["unshare", "--mount", "sh", "-c", script],
                           capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=REPO), d
 
 

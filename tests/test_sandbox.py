@@ -473,8 +473,7 @@ def test_a_teacher_accounts_workers_get_its_subordinate_ids_in_turn(monkeypatch)
     than the workers is refused, naming the fix."""
     from tinygpt_course.grading import sandbox as sandbox_mod
     monkeypatch.setattr(sandbox_mod.os, "geteuid", lambda: 2000)
-    monkeypatch.setattr(sandbox_mod, "subordinate_ids", lambda: (60000, 70000))
-    monkeypatch.setattr(sandbox_mod, "_subordinate_ranges", lambda: ((60000, 3), (70000, 1000)))
+    monkeypatch.setattr(sandbox_mod, "subordinate_ranges", lambda: ((60000, 3), (70000, 1000)))
     assert [Sandbox(worker=k).outside_ids() for k in range(3)] == [(60000, 70000), (60001, 70001), (60002, 70002)]
     Sandbox().check_workers(3)
     with pytest.raises(SandboxUnavailable, match="worker 3 .* 3 subordinate uids.*--jobs N needs N.*usermod"):

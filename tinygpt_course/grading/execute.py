@@ -22,7 +22,6 @@ kernel manager, ``start_attempts`` times in all, before nbgrader reports the sub
 """
 import time
 
-from nbclient.client import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.v4 import new_output
 from traitlets import Float, Integer
@@ -62,8 +61,8 @@ class RobustExecute(Execute):
         attempts = max(1, self.start_attempts) if self.owns_km else 1
         for attempt in range(1, attempts + 1):
             try:
-                NotebookClient.start_new_kernel(self, **kwargs)
-                NotebookClient.start_new_kernel_client(self)
+                super().start_new_kernel(**kwargs)
+                self.start_new_kernel_client()
                 return
             except Exception as exc:
                 if attempt >= attempts:

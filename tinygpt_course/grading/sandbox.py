@@ -186,7 +186,7 @@ class Sandbox(LoggingConfigurable):
                 raise SandboxUnavailable(f"the grading sandbox refuses to start: "
                                          f"{TAKEN_UID.format(worker=k, uid=uid, who=who)}")
             return uid, uid
-        ranges = _subordinate_ranges() if subordinate_ids() else None
+        ranges = subordinate_ranges()
         if not ranges:
             return os.geteuid(), os.getegid()
         (first, count), (gfirst, gcount) = ranges
@@ -313,9 +313,16 @@ def sandbox_env(extra=None):
 def subordinate_ids():
     """(first subordinate uid, first subordinate gid) of the grader's account where it has both,
     newuidmap/newgidmap are installed and can work here (:func:`newuidmap_blocked`), else None."""
+    ranges = subordinate_ranges()
+    return (ranges[0][0], ranges[1][0]) if ranges else None
+
+
+def subordinate_ranges():
+    """((first uid, count), (first gid, count)) of the grader's account where it has both and
+    newuidmap/newgidmap can work here, else None."""
     if not (shutil.which("newuidmap") and shutil.which("newgidmap")) or newuidmap_blocked():
         return None
-    return _subordinate_entries()
+    return _subordinate_ranges()
 
 
 def _subordinate_entries():
