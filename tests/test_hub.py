@@ -896,6 +896,14 @@ def test_classroom_on_jupyterhub(request):
         print("hub test stages (each until the next):", "; ".join(stages))
         print(f"hub test: venv {t_venv:.0f}s, total {time.time() - t0:.0f}s; "
               f"grades {STUDENT1} {g1['score']}/{g1['max_score']}, {STUDENT2} {g2['score']}/{g2['max_score']}")
+    except BaseException as e:
+        # where it stopped, and what the hub said last: the start of a failure report is what a
+        # reader of CI's output sees first
+        e.add_note(f"the hub test stopped in its stage {last[1]!r}, {time.time() - last[0]:.0f} s in; "
+                   f"before it: {'; '.join(stages)}")
+        if hub is not None and hub.log.exists():
+            e.add_note("the hub log's last lines:\n" + "\n".join(hub.log.read_text(errors="replace").splitlines()[-40:]))
+        raise
     finally:
         t1 = time.time()
         problems = []

@@ -414,17 +414,25 @@ def test_a_teacher_account_grades_with_nbgrader_autograde(grader_accounts):
 
 # A class graded by `tinygpt-grade-class --jobs 3` as the teacher account (no cgroup: the process cap is
 # RLIMIT_NPROC): the first learner floods (bounded: 600 sleepers, above the cap of 512) and holds its
-# sandbox full until the other learners' grading has ended; each right answer waits, in its answer cell,
-# until the flood is holding, so its kernel's cells and its whole re-run run beside the full sandbox.
+# sandbox full until the other learners' grading has ended, taking again every place a process that
+# ended leaves; each right answer waits, in its answer cell, until the flood is holding, then starts a
+# thread (as ipykernel, zmq and torch do when they need one: whether they need one while the flood
+# holds is chance), so its kernel's cells and its whole re-run run beside the full sandbox.
 # A watcher outside (root) sees every process of every sandbox, releases them, and notes its uid.
 RUN = f"tinygpt-class-{os.getpid()}"
 FLOOD_HOLD = f'''
 import os as _os, time as _time
 open("/tmp/{RUN}-holding", "w").close()
-for _ in range(3000):      # released by the test once the other learners are graded (300 s at most)
+for _ in range(15000):     # released by the test once the other learners are graded (300 s at most)
     if _os.path.exists("/tmp/{RUN}-release"):
         break
-    _time.sleep(0.1)
+    if _started < 600:     # a place another process left: the flood takes it
+        try:
+            _os.posix_spawn("/bin/sleep", ["sleep", "1414213"], {{}})
+            _started += 1
+        except OSError:
+            pass
+    _time.sleep(0.02)
 '''
 RIGHT_WAIT = f'''import os as _os, time as _time
 open("/tmp/{RUN}-waiting", "w").close()
@@ -432,6 +440,10 @@ for _ in range(1200):      # released by the test once the flood holds its sandb
     if _os.path.exists("/tmp/{RUN}-go"):
         break
     _time.sleep(0.1)
+import threading as _threading
+_probe = _threading.Thread(target=len, args=((),))   # a thread, as a kernel starts when it needs one
+_probe.start()
+_probe.join()
 '''
 CLASS_RIGHT = ["01_right_comprehension", "02_right_loop_append"]
 
