@@ -87,7 +87,17 @@ def _login(context, hub, user, password):
     page.fill("#username_input", user)
     page.fill("#password_input", password)
     page.click("#login_submit")
-    page.wait_for_url(re.compile(rf"/user/{user}/lab"), timeout=180_000)   # spawn can take a while
+    deadline = time.time() + 180                                 # spawn can take a while
+    while not re.search(rf"/user/{user}/lab", page.url):
+        if time.time() > deadline:
+            try:
+                text = page.locator("body").inner_text(timeout=5_000)
+            except Exception as e:  # noqa: BLE001
+                text = f"(the page's text could not be read: {e!r})"
+            _shot(page, f"login-{user}-stuck")
+            raise AssertionError(f"{user}'s log-in did not reach JupyterLab in 180 s; the page is {page.url}:\n"
+                                 + "\n".join(text.split("\n")[:30]))
+        page.wait_for_timeout(1_000)
     page.locator("#jp-main-dock-panel").wait_for(state="visible", timeout=120_000)
     page.locator("#jp-menu-panel div.lm-MenuBar-itemLabel", has_text="Nbgrader").wait_for(timeout=120_000)
     return page
