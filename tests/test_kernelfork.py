@@ -420,15 +420,16 @@ def test_a_teacher_account_grades_with_nbgrader_autograde(grader_accounts):
 # holds is chance), so its kernel's cells and its whole re-run run beside the full sandbox.
 # A watcher outside (root) sees every process of every sandbox, releases them, and notes its uid.
 RUN = f"tinygpt-class-{os.getpid()}"
+FLOOD_MAX, SLEEPER = 600, "sleep 1414213"    # the flood's bound and its sleepers' command line, its own
 FLOOD_HOLD = f'''
 import os as _os, time as _time
 open("/tmp/{RUN}-holding", "w").close()
 for _ in range(15000):     # released by the test once the other learners are graded (300 s at most)
     if _os.path.exists("/tmp/{RUN}-release"):
         break
-    if _started < 600:     # a place another process left: the flood takes it
+    if _started < {FLOOD_MAX}:     # a place another process left: the flood takes it
         try:
-            _os.posix_spawn("/bin/sleep", ["sleep", "1414213"], {{}})
+            _os.posix_spawn("/bin/sleep", {SLEEPER.split()!r}, {{}})
             _started += 1
         except OSError:
             pass
@@ -521,8 +522,8 @@ def grade_class_as_teacher(grader_accounts, name, extra=""):
     course = make_course(grader_accounts.base / name, extra_config=(
         "c.RobustExecute.timeout = 600\nc.IndependentChecks.timeout = 600\n" + extra))
     flood = catalogue.parse(REPO / "tests" / "data" / "floods" / "90_attack_process_flood.py", "multihead")
-    assert "range(3000)" in flood.code
-    flood_code = flood.code.replace("range(3000)", "range(600)").replace("3141593", "1414213")   # sleepers of its own
+    assert "range(3000)" in flood.code and "_started" in flood.code     # FLOOD_HOLD counts on _started
+    flood_code = flood.code.replace("range(3000)", f"range({FLOOD_MAX})").replace("3141593", SLEEPER.split()[1])
     catalogue.submit(course, "00_flood", flood_code + FLOOD_HOLD, None)
     for n in CLASS_RIGHT:
         catalogue.submit(course, n, RIGHT_WAIT + catalogue.answer("multihead", n).code, None)
@@ -540,11 +541,11 @@ def grade_class_as_teacher(grader_accounts, name, extra=""):
     finally:
         watch.done.set()
         watch.join()
-        for pid, _, cmd in catalogue.leftover_processes(course, ("sleep 1414213",)):
-            if "sleep 1414213" in cmd:
+        for pid, _, cmd in catalogue.leftover_processes(course, (SLEEPER,)):
+            if SLEEPER in cmd:
                 os.kill(int(pid), 9)
     return {"proc": proc, "watch": watch, "scores": totals(gradebook_scores(course)), "uid": teacher_uid,
-            "left": catalogue.settled(lambda: catalogue.leftover_processes(course, ("sleep 1414213",)))}
+            "left": catalogue.settled(lambda: catalogue.leftover_processes(course, (SLEEPER,)))}
 
 
 @pytest.fixture(scope="module")
