@@ -2,13 +2,15 @@
 reaches the formgrader and the feedback is text, checked images and cleaned HTML; a message that
 quotes the solution is not shown. The browser side is tests/test_learner_markup.py."""
 import base64
+from html.parser import HTMLParser
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output, new_raw_cell
 
 from tinygpt_course.checks.protocol import QUOTE_LIMIT, quote
 from tinygpt_course.grading.feedback import SCRUBBED, Secrets
-from tinygpt_course.grading.sanitize_outputs import SanitizeOutputs, fenced
+from tinygpt_course.grading.sanitize_outputs import DATA_IMAGE, SanitizeOutputs, fenced, shown
 from tinygpt_course.testing.notebooks import source_path
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
@@ -104,3 +106,85 @@ def test_feedback_hides_what_quotes_the_solution_and_caps_the_rest(monkeypatch):
     off = explained(None)             # no solution known: the scrub is off, the cap still holds
     assert line in off.cells[1].outputs[0].evalue and len(off.cells[1].outputs[0].evalue) < QUOTE_LIMIT + 40
     assert off.cells[0].outputs[0].text == line + "\n"
+
+
+class Elements(HTMLParser):
+    """The (tag, {attribute: value}) of every element of an HTML text, and its text."""
+
+    def __init__(self, html):
+        super().__init__(convert_charrefs=True)
+        self.found, self.text = [], []
+        self.feed(html)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.found.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+# learner HTML that would make the reader's browser fetch an address, or offer a link
+FETCHING = [
+    '<img src="/hub/logout">', '<img src="http://127.0.0.2:9/beacon.png" alt="beacon">',
+    '<a href="http://127.0.0.2:9/">click me</a>', '<img srcset="/hub/logout 1x">',
+    '<img src="data:image/svg+xml;base64,PHN2Zz48L3N2Zz4=">', '<img src="data:image/png,not-base64">',
+    '<table background="/hub/logout"><tr><td style="background:url(/hub/logout)">cell</td></tr></table>',
+    '<video poster="/hub/logout" src="/hub/logout"></video>', '<audio src="/hub/logout"></audio>',
+    '<link rel="stylesheet" href="/hub/logout">', '<meta http-equiv="refresh" content="0;url=/hub/logout">',
+    '<base href="http://127.0.0.2:9/">', '<form action="/hub/logout"><button>go</button></form>',
+    '<iframe src="/hub/logout"></iframe>', '<object data="/hub/logout"></object>', '<embed src="/hub/logout">',
+    '<svg><image href="/hub/logout"/></svg>', '<style>p{background:url(/hub/logout)}</style>text',
+    '<input type="image" src="/hub/logout">', '<map><area href="/hub/logout"></map>',
+    '<blockquote cite="/hub/logout">quoted</blockquote>', '<img src="/x.png" onerror="fetch(\'/hub/logout\')">',
+]
+
+
+@pytest.mark.parametrize("html", FETCHING)
+def test_learner_html_makes_no_request_and_holds_no_link(html):
+    cell = new_code_cell("x", outputs=[new_output("display_data", data={"text/html": html, "text/plain": "t"})])
+    kept = sanitized([cell]).cells[0].outputs[0].data.get("text/html", "")
+    elements = Elements(kept)
+    for tag, attrs in elements.found:
+        assert tag not in ("a", "area", "link", "meta", "base", "form", "iframe", "object", "embed", "svg",
+                           "image", "video", "audio", "input", "style"), kept
+        for name, value in attrs.items():
+            if tag == "img" and name == "src":
+                assert DATA_IMAGE.fullmatch(value), kept
+            else:
+                assert "/" not in (value or "") and not name.startswith("on"), kept
+    # what the learner wrote as text stays readable: a link's words, a cell's, a quote's
+    for words in ("click me", "cell", "quoted", "go", "text"):
+        if f">{words}<" in html or html.endswith(words):
+            assert words in "".join(elements.text), kept
+
+
+def test_pictures_in_learner_html_stay_as_inline_data():
+    html = f'<p>plot</p><img src="data:image/png;base64,{PNG}" width="40" alt="a plot">'
+    cell = new_code_cell("x", outputs=[new_output("display_data", data={"text/html": html})])
+    kept = Elements(sanitized([cell]).cells[0].outputs[0].data["text/html"]).found
+    assert ("img", {"src": f"data:image/png;base64,{PNG}", "width": "40", "alt": "a plot"}) in kept
+
+
+# learner text a gradebook comment quotes: HTML, markdown, links, math, fences, blank lines
+MESSAGES = [
+    "ValueError: <img src=x onerror=\"window.__probes=1\"> & <script>alert(1)</script>",
+    "see [the answer](http://127.0.0.2:9/) or http://127.0.0.2:9/beacon or <http://127.0.0.2:9/>",
+    "**bold** _em_ # heading\n\n# a heading after a blank line\n- a list",
+    "`one` ``two`` ```three``` ` <b>ends with a backtick`", "`<b>starts with one`",
+    "$\\href{http://127.0.0.2:9/}{math}$ and $$x$$", "![pic](/hub/logout) <!-- comment --> \\<i>escaped</i>",
+    "tab\there, NUL\x00 and ESC\x1b[31m", "",
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES)
+def test_a_shown_message_renders_as_its_own_text(message):
+    """Rendered as nbgrader's feedback renders a comment (nbconvert's markdown2html, raw HTML
+    kept), the message is one <code> holding exactly its text: no element, link or markup of it."""
+    from nbconvert.filters.markdown import markdown2html
+    html = markdown2html(f"FLAGGED by the independent re-run: shapes failed ({shown(message)}).")
+    elements = Elements(html)
+    assert [tag for tag, _ in elements.found] == ["p", "code"], html
+    literal = " ".join(message.split()).replace("\x00", "\ufffd").replace("\x1b", "\ufffd")
+    text = "".join(elements.text)
+    assert f"({literal}" in text or f"( {literal}" in text, (text, literal)

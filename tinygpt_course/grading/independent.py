@@ -29,6 +29,7 @@ from .lesson import answer_source, read_lesson
 from .reference import reference_record
 from .rerun import rerun
 from .sandbox import Sandbox
+from .sanitize_outputs import shown
 
 FLAG = "IndependentCheckFailed"
 _SEED = []
@@ -108,7 +109,9 @@ class IndependentChecks(NbGraderPreprocessor):
 
 
 class RecordFlags(NbGraderPreprocessor):
-    """After SaveAutoGrades: write why a submission was flagged into the gradebook."""
+    """After SaveAutoGrades: write why a submission was flagged into the gradebook. nbgrader's
+    feedback page renders the comment as markdown with raw HTML kept, so the learner's message in
+    it is shown (a code span), never rendered."""
 
     def preprocess(self, nb, resources):
         flagged = resources.get("tinygpt", {}).get("flagged")
@@ -119,7 +122,7 @@ class RecordFlags(NbGraderPreprocessor):
         verdicts = resources["tinygpt"]["verdicts"]
         scrub = Secrets(course_notebook(self.config, info), nb).scrub    # a comment the learner may read
         text = "FLAGGED by the independent re-run: " + "; ".join(
-            f"{gid} passed in the learner's kernel but not on its own ({scrub(quote(verdicts[gid].message, 600))})"
+            f"{gid} passed in the learner's kernel but not on its own ({shown(scrub(quote(verdicts[gid].message, 600)))})"
             for gid in flagged)
         with Gradebook(info["db_url"]) as gb:
             for cell in nb.cells:

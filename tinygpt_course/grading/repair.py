@@ -14,6 +14,8 @@ import shutil
 
 import nbformat
 
+from .sanitize_outputs import shown
+
 log = logging.getLogger("tinygpt.grading")
 
 
@@ -48,7 +50,7 @@ def pre_convert_hook(assignment=None, student=None, notebooks=None, **_):
                       if os.path.basename(p) not in expected and _readable(p)]
             if len(others) == 1:
                 nb = nbformat.read(others[0], as_version=4)
-                _note(nb, f"your notebook was submitted as `{os.path.basename(others[0])}`; "
+                _note(nb, f"your notebook was submitted as {shown(os.path.basename(others[0]))}; "
                           f"it was graded as `{name}`.")
                 nbformat.write(nb, path)
                 notebooks.append(path)

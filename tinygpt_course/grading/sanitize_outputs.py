@@ -12,7 +12,11 @@ SanitizeOutputs rebuilds every output from what is safe to show: text (stream, e
 ``text/plain``), images (``image/png`` and ``image/jpeg`` checked to be base64, sizes checked to
 be numbers: plots and the attention explorer's PNG still show) and ``text/html`` cleaned by nh3
 (the Ammonia sanitizer: no script, no event handler, no ``javascript:`` link, no style, no
-iframe). Everything else (Javascript, SVG, markdown, LaTeX, widgets, JSON) is dropped, with a
+iframe) to markup that makes no request and holds no link (clean_html): opening a page is
+enough for the browser to fetch every ``<img src>``, with the reader's cookies, so an
+``<img src="/hub/logout">`` logs the teacher out and a picture from another address tells that
+address who opened it, when; an ``<a href>`` is a link of the learner's choosing. A picture is
+kept only as inline data (``data:image/png|jpeg;base64``), a link as its text. Everything else (Javascript, SVG, markdown, LaTeX, widgets, JSON) is dropped, with a
 note in its place when nothing else of it is left. A markdown or raw cell is the teacher's when
 its text is that of a markdown or raw cell in ``source/`` or ``release/``; any other is shown as
 text (a fenced code block, fence longer than any backtick run in it). Widget state in the
@@ -25,6 +29,7 @@ import os
 import re
 
 import nbformat
+import nh3
 from nbformat.v4 import new_output
 from traitlets import Bool, List, Unicode
 
@@ -33,13 +38,57 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 SIZE = re.compile(r"\d{1,5}")
+# the only picture source kept in learner HTML: inline PNG or JPEG data, base64 (no SVG: it can
+# hold script and fetch)
+DATA_IMAGE = re.compile(r"data:image/(?:png|jpeg);base64,[A-Za-z0-9+/]*={0,2}")
+# Ammonia's allow-list, less what fetches or links: <a>, <area> and <map> go (their text stays),
+# and every attribute that names an address except <img src>, which is checked to be data
+NO_REQUEST_TAGS = frozenset(tag for tag in nh3.ALLOWED_TAGS if tag not in ("a", "area", "map"))
+ADDRESS_ATTRIBUTES = frozenset({"href", "hreflang", "cite", "src", "srcset", "longdesc", "usemap", "action",
+                                "formaction", "poster", "background", "data", "ping", "style"})
+NO_REQUEST_ATTRIBUTES = {tag: {a for a in attrs if a not in ADDRESS_ATTRIBUTES} | ({"src"} if tag == "img" else set())
+                         for tag, attrs in nh3.ALLOWED_ATTRIBUTES.items() if tag in NO_REQUEST_TAGS}
+
+
+def data_image_only(tag, attribute, value):
+    """nh3's attribute filter: an <img src> stays only as inline PNG/JPEG data."""
+    if attribute == "src":
+        return value if tag == "img" and DATA_IMAGE.fullmatch(value) else None
+    return value
+
+
+def clean_html(html):
+    """Learner HTML as markup that runs nothing, fetches nothing and links nowhere."""
+    return nh3.clean(html, tags=set(NO_REQUEST_TAGS), attributes=NO_REQUEST_ATTRIBUTES,
+                     attribute_filter=data_image_only, url_schemes={"data"}, url_relative="deny",
+                     strip_comments=True)
+
+
+def fence(text, shortest):
+    """A run of backticks longer than any in `text` (and at least `shortest`): markdown closes a
+    code span or block only at a run as long as the one that opened it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(shortest, longest + 1)
 
 
 def fenced(text):
     """`text` as a markdown code block no backtick run in it can close."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n{text}\n{fence}"
+    f = fence(text, 3)
+    return f"{f}text\n{text}\n{f}"
+
+
+UNSHOWN = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def shown(text):
+    """Learner text as markdown that shows it literally, inline: a code span (nothing in it is
+    markdown, HTML, a link or math: markdown escapes it, MathJax skips <code>) on one line (a
+    blank line would end the span and the paragraph), whitespace collapsed, control characters
+    replaced. The one way learner text goes into a field nbgrader renders as markdown (gradebook
+    comments, notes in a notebook)."""
+    text = UNSHOWN.sub("\ufffd", " ".join(str(text).split()))
+    f = fence(text, 1)
+    return f"{f} {text} {f}"
 
 
 def joined(value):
@@ -53,8 +102,8 @@ class SanitizeOutputs(NbGraderPreprocessor):
         "Image types kept (base64 checked; each becomes an <img> with a data: URL). SVG is not "
         "among them: nbconvert inlines it into the page, where it can hold script.")).tag(config=True)
     keep_html = Bool(True, help=(
-        "Keep text/html outputs, cleaned by nh3 (no script, event handler, javascript: URL, style "
-        "or frame). False: show them as their text/plain twin only.")).tag(config=True)
+        "Keep text/html outputs, cleaned by nh3 (no script, event handler, style or frame; no link, "
+        "no picture but inline data). False: show them as their text/plain twin only.")).tag(config=True)
     trusted_folders = List(Unicode(), ["source", "release"], help=(
         "CourseDirectory folders (attribute stems: source -> source_directory) whose notebook's "
         "markdown and raw cells are the teacher's and stay as they are; any other markdown or raw "
@@ -117,8 +166,7 @@ class SanitizeOutputs(NbGraderPreprocessor):
                 if sizes:
                     metadata[mime] = {k: int(v) for k, v in sizes.items()}
             elif mime == "text/html" and self.keep_html:
-                import nh3
-                data[mime] = nh3.clean(value)
+                data[mime] = clean_html(value)
             else:
                 dropped.append(mime)
         if dropped and not (set(data) - {"text/plain"}) and "text/plain" not in data:
