@@ -132,13 +132,15 @@ def lab(tmp_path):
 
 @pytest.fixture
 def page(request):
-    """A Chromium page (Debian's browser: `playwright install` cannot download one here).
-    A failing test leaves screenshots/failed_<test>.png."""
+    """A Chromium page (Debian's browser: `playwright install` cannot download one here), with
+    the test module's CHROMIUM_EXTRA_ARGS if it has them. A failing test leaves
+    screenshots/failed_<test>.png."""
     skip_without_browser()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM,
+                                    args=CHROMIUM_ARGS + list(getattr(request.module, "CHROMIUM_EXTRA_ARGS", ())))
         try:
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             context.set_default_timeout(60_000)

@@ -7,19 +7,32 @@ nbgrader's extension, on the course) shows the submission, and the feedback page
 the same Jupyter origin. Each probe, if it ran, would record itself and POST /api/kernels with
 the teacher's _xsrf cookie (the issue's attack: a kernel started as the teacher). With
 SanitizeOutputs the probes neither run nor reach the API, and the plots still show; with it
-switched off they run, and the POST starts a kernel."""
+switched off they run, and the POST starts a kernel.
+
+Issue 27 item 5, in the same graded class: trudy's right answer also displays pictures from the
+teacher's own server (/logout, /hub/logout), a picture and a styled background from an outside
+address (a listener on 127.0.0.2 this test runs), and a link; and her MultiHead() raises, in the
+re-run only, a message holding an <img onerror>, a markdown picture from the outside address and a
+markdown link, which RecordFlags quotes into the gradebook comment the feedback page renders as
+markdown. Every request the page makes is recorded: with the defences, none goes to the listener
+or to a path the learner chose, no handler runs, no link of hers is there and the teacher is still
+logged in; switched off (the comment quoted as it is, SanitizeOutputs out), the listener is hit,
+/logout is requested and the teacher is logged out."""
 import importlib
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
 import nbformat
 import pytest
 
 from tinygpt_course.testing import catalogue
-from tinygpt_course.testing.course import free_port, make_course, nbgrader, scores
+from tinygpt_course.testing.course import free_port, gradebook_scores, make_course, nbgrader, scores
 from tinygpt_course.testing.notebooks import with_answer
 
 pytest_plugins = [f"{__package__}.conftest_browser" if __package__ else "conftest_browser"]
@@ -28,7 +41,9 @@ TOKEN = browser.TOKEN
 
 TEST_CONFIG = "c.RobustExecute.timeout = 60\nc.IndependentChecks.timeout = 60\n"
 OFF = ("c.Autograde.autograde_preprocessors = [p for p in c.Autograde.autograde_preprocessors if p is not SanitizeOutputs]\n"
-       "c.GenerateFeedback.preprocessors = [p for p in c.GenerateFeedback.preprocessors if p is not SanitizeOutputs]\n")
+       "c.GenerateFeedback.preprocessors = [p for p in c.GenerateFeedback.preprocessors if p is not SanitizeOutputs]\n"
+       "import tinygpt_course.grading.independent as _independent\n"
+       "_independent.shown = str    # the comment quotes the learner's message as it is\n")
 # what each probe would do in the teacher's page: say it ran, and start a kernel as the teacher
 PROBE = ("(window.__probes=window.__probes||[]).push('NAME');var m=document.cookie.match(/_xsrf=([^;]+)/);"
          "fetch('/api/kernels',{method:'POST',headers:{'X-XSRFToken':m?m[1]:''},body:'{}'});")
@@ -48,21 +63,83 @@ MARKDOWN_CELL = (f"A note from the learner <script>{PROBE.replace('NAME', 'markd
 RAW_CELL = f"<script>{PROBE.replace('NAME', 'raw-html')}</script>"
 
 
-def grade(course):
+# The listener that stands for an outside address is on 127.0.0.2, a local address: Chromium's
+# Local Network Access would block a request to it from the feedback page (served here by
+# page.route, so of no known address, taken as public), which a real outside address is not.
+# Switched off, the browser asks that address as it would any other: what reaches the listener is
+# what the page requests.
+CHROMIUM_EXTRA_ARGS = ["--disable-features=LocalNetworkAccessChecks,PrivateNetworkAccessRespectPreflightResults,"
+                       "BlockInsecurePrivateNetworkRequests,PrivateNetworkAccessSendPreflights"]
+# paths of the teacher's own server a learner's picture would have the teacher's browser fetch
+LEARNER_PATHS = ("/logout", "/hub/logout")
+
+
+def fetching(outside):
+    """trudy's displays: pictures that fetch (the teacher's log-out, an outside beacon), a
+    background from outside, a link; and, in the re-run only (no IPython there), a MultiHead()
+    that raises a message with an <img onerror>, a markdown picture from outside and a markdown link."""
+    marker = "(window.__probes=window.__probes||[]).push('comment-img')"
+    message = (f"<img src=/no-such.png onerror=\"{marker}\"> ![beacon]({outside}/comment-beacon.png) "
+               f"[see the answer]({outside}/comment-link)")
+    return f'''
+import builtins as _builtins
+from IPython.display import HTML, display
+display(HTML('<img src="/logout"><img src="/hub/logout" alt="hub">'
+             '<img src="{outside}/beacon.png" alt="beacon"><div style="background:url({outside}/bg.png)">styled</div>'
+             '<a href="{outside}/link">the learner link words</a>'))
+_Right = MultiHead
+
+
+class MultiHead(_Right):
+    def __init__(self, *args, **kwargs):
+        if not hasattr(_builtins, "get_ipython"):       # the independent re-run
+            raise ValueError({message!r})
+        super().__init__(*args, **kwargs)
+'''
+
+
+def grade(course, outside):
     right = catalogue.answer("multihead", "01_right_comprehension").code
-    nb = with_answer(course / "release" / "multihead" / "multihead.ipynb", right + "\n" + PROBES)
+    release = course / "release" / "multihead" / "multihead.ipynb"
+    nb = with_answer(release, right + "\n" + PROBES)
     nb.cells.insert(1, nbformat.v4.new_markdown_cell(MARKDOWN_CELL))
     raw = nbformat.v4.new_raw_cell(RAW_CELL)
     raw.metadata["raw_mimetype"] = "text/html"
     nb.cells.insert(2, raw)
-    folder = course / "submitted" / "mallory" / "multihead"
-    folder.mkdir(parents=True)
-    nbformat.write(nb, folder / "multihead.ipynb")
+    for student, notebook in (("mallory", nb), ("trudy", with_answer(release, right + "\n" + fetching(outside)))):
+        folder = course / "submitted" / student / "multihead"
+        folder.mkdir(parents=True)
+        nbformat.write(notebook, folder / "multihead.ipynb")
     nbgrader(course, "autograde", "multihead", "--create")
     nbgrader(course, "generate_feedback", "multihead")
     with sqlite3.connect(course / "gradebook.db") as db:
-        (submission,) = db.execute("SELECT id FROM submitted_notebook").fetchone()
-    return submission
+        return dict(db.execute("SELECT submission.student_id, submitted_notebook.id FROM submitted_notebook "
+                               "JOIN submitted_assignment AS submission ON submission.id = submitted_notebook.assignment_id"))
+
+
+class Outside:
+    """A listener on another address (127.0.0.2): what the 'outside' of the machine would see."""
+
+    def __init__(self):
+        self.hits = []
+        hits = self.hits
+
+        class Record(BaseHTTPRequestHandler):
+            def do_GET(self):
+                hits.append(self.path)
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.2", 0), Record)
+        self.base = f"http://127.0.0.2:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
 
 
 class Formgrader:
@@ -114,13 +191,74 @@ def visit(page, server, url, feedback_html=None):
 def graded(request, tmp_path_factory):
     browser.skip_without_browser()
     tmp = tmp_path_factory.mktemp("markup")
-    course = make_course(tmp / "course", extra_config=TEST_CONFIG + ("" if request.param else OFF))
-    submission = grade(course)
-    server = Formgrader(course, tmp)
+    outside = Outside()
     try:
-        yield {"on": request.param, "course": course, "server": server, "submission": submission}
+        course = make_course(tmp / "course", extra_config=TEST_CONFIG + ("" if request.param else OFF))
+        submissions = grade(course, outside.base)
+        server = Formgrader(course, tmp)
+        try:
+            yield {"on": request.param, "course": course, "server": server, "submission": submissions["mallory"],
+                   "submissions": submissions, "outside": outside}
+        finally:
+            server.close()
     finally:
-        server.close()
+        outside.close()
+
+
+def recorded(page, server, url, feedback_html=None):
+    """Open `url` as visit() does, recording every request the page makes; (probes that ran,
+    the requests' URLs, the hosts the page's own <head> loads its scripts and styles from)."""
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    probes, _, _ = visit(page, server, url, feedback_html)
+    template = page.evaluate("[...document.head.querySelectorAll('script[src], link[href]')]"
+                             ".map(e => new URL(e.src || e.href, location.href).host)")
+    return probes, requests, set(template)
+
+
+def logged_in(page, server):
+    """Whether the teacher's browser session still reaches the server's API (no token: the cookie)."""
+    return page.request.get(f"{server.base}/api/contents", max_redirects=0).status == 200
+
+
+def assert_no_request_of_the_learner(graded, page, url, feedback_html=None):
+    server, outside = graded["server"], graded["outside"]
+    del outside.hits[:]
+    probes, requests, template = recorded(page, server, url, feedback_html)
+    own = urlsplit(server.base).netloc
+    learner = [u for u in requests if urlsplit(u).path in LEARNER_PATHS or urlsplit(u).netloc == urlsplit(outside.base).netloc]
+    if graded["on"]:
+        assert probes == [] and outside.hits == [] and learner == [], (probes, outside.hits, learner)
+        assert all(urlsplit(u).scheme == "data" or urlsplit(u).netloc in {own} | template for u in requests), requests
+        assert page.locator(f"a[href^='{outside.base}']").count() == 0, "the learner's link is there"
+        assert logged_in(page, server), "the teacher was logged out"
+    else:
+        assert outside.hits and any(urlsplit(u).path == "/logout" for u in learner), (outside.hits, learner)
+        assert not logged_in(page, server), "the picture of /logout did not log the teacher out"
+    return probes
+
+
+def test_trudy_is_flagged_with_her_message_in_the_comment(graded):
+    (comment,) = [text for key, text in gradebook_scores(graded["course"]).items()
+                  if key[0] == "trudy" and key[-1] == "comment" and text]
+    assert comment.startswith("FLAGGED") and "![beacon](" in comment, comment
+
+
+def test_formgrader_submission_view_makes_no_request_of_the_learner(graded, page):
+    server = graded["server"]
+    assert_no_request_of_the_learner(graded, page, f"{server.base}/formgrader/submissions/{graded['submissions']['trudy']}/")
+    assert page.locator("text=styled").count() >= 1           # the page is trudy's submission
+
+
+def test_feedback_page_makes_no_request_of_the_learner(graded, page):
+    html = (graded["course"] / "feedback" / "trudy" / "multihead" / "multihead.html").read_text()
+    probes = assert_no_request_of_the_learner(graded, page, f"{graded['server'].base}/feedback-probe/multihead.html",
+                                              feedback_html=html)
+    if graded["on"]:
+        assert page.locator("code", has_text="![beacon](").count() >= 1, "the comment is not shown as its text"
+        assert page.locator("text=the learner link words").count() >= 1      # a link keeps its text
+    else:
+        assert "comment-img" in probes, probes
 
 
 def test_the_probe_costs_no_point(graded):

@@ -9,7 +9,9 @@ learner's code that printed the graded copy it ran in, or updated an earlier dis
 replaced by a note; so is any output or verdict that quotes a line of the solution (from
 ``source/``) the learner did not write themselves, as an answer that found the solution at
 grading time and printed or raised it would. A verdict quotes at most one line of learner text
-(tinygpt_course.checks.protocol.quote).
+(tinygpt_course.checks.protocol.quote). It goes into an error output, which nbconvert shows as
+text (escaped by ``ansi2html``), never into a field rendered as markdown: a learner text that must
+go into one goes through sanitize_outputs.shown (as RecordFlags' gradebook comment does).
 """
 import os
 import re
