@@ -74,3 +74,15 @@ def test_restore_deleted_cells_puts_them_back_in_source_order(empty_gradebook):
     ids = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells]
     assert ids == ["intro", "answer", "check"]
     assert nb.cells[2].metadata["nbgrader"]["points"] == 2
+
+
+def test_a_renamed_notebooks_name_is_shown_not_rendered(course):
+    """A file name is the learner's text: with markup and a backtick in it, the note still renders
+    (as nbconvert renders markdown, raw HTML kept) to no element but its code span."""
+    from nbconvert.filters.markdown import markdown2html
+    name = "a` <img src=x onerror=alert(1)> [l](javascript:x).ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[graded_cell("answer", "mine", solution=True, points=None)]),
+                   course / name)
+    pre_convert_hook(assignment="lesson", student="alice", notebooks=[str(course / "x.ipynb")])
+    note = markdown2html(nbformat.read(course / "lesson.ipynb", as_version=4).cells[0].source)
+    assert "<img" not in note and "<a " not in note and "&lt;img src=x onerror=alert(1)&gt;" in note, note
