@@ -188,3 +188,5 @@ def test_a_shown_message_renders_as_its_own_text(message):
     literal = " ".join(message.split()).replace("\x00", "\ufffd").replace("\x1b", "\ufffd")
     text = "".join(elements.text)
     assert f"({literal}" in text or f"( {literal}" in text, (text, literal)
+    alone = Elements(markdown2html(shown(message)))         # at the start of a line, too
+    assert {tag for tag, _ in alone.found} <= {"p", "pre", "code"} and literal in "".join(alone.text), alone.found
