@@ -226,9 +226,11 @@ def assert_no_request_of_the_learner(graded, page, url, feedback_html=None):
     del outside.hits[:]
     probes, requests, template = recorded(page, server, url, feedback_html)
     own = urlsplit(server.base).netloc
-    learner = [u for u in requests if urlsplit(u).path in LEARNER_PATHS or urlsplit(u).netloc == urlsplit(outside.base).netloc]
+    learner = [u for u in requests
+               if urlsplit(u).path in LEARNER_PATHS or urlsplit(u).netloc == urlsplit(outside.base).netloc]
     if graded["on"]:
         assert probes == [] and outside.hits == [] and learner == [], (probes, outside.hits, learner)
+        # the page's own server, or where the page's own <head> loads its scripts from (MathJax)
         assert all(urlsplit(u).scheme == "data" or urlsplit(u).netloc in {own} | template for u in requests), requests
         assert page.locator(f"a[href^='{outside.base}']").count() == 0, "the learner's link is there"
         assert logged_in(page, server), "the teacher was logged out"

@@ -16,8 +16,9 @@ iframe) to markup that makes no request and holds no link (clean_html): opening 
 enough for the browser to fetch every ``<img src>``, with the reader's cookies, so an
 ``<img src="/hub/logout">`` logs the teacher out and a picture from another address tells that
 address who opened it, when; an ``<a href>`` is a link of the learner's choosing. A picture is
-kept only as inline data (``data:image/png|jpeg;base64``), a link as its text. Everything else (Javascript, SVG, markdown, LaTeX, widgets, JSON) is dropped, with a
-note in its place when nothing else of it is left. A markdown or raw cell is the teacher's when
+kept only as inline data (``data:image/png|jpeg;base64``), a link as its text. Everything
+else (Javascript, SVG, markdown, LaTeX, widgets, JSON) is dropped, with a note in its place when
+nothing else of it is left. A markdown or raw cell is the teacher's when
 its text is that of a markdown or raw cell in ``source/`` or ``release/``; any other is shown as
 text (a fenced code block, fence longer than any backtick run in it). Widget state in the
 notebook's metadata goes too. Run it in the autograde pipeline (so that the autograded notebook
