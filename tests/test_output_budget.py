@@ -123,3 +123,22 @@ def test_a_message_too_large_is_replaced_before_it_is_decoded():
 
     text = asyncio.run(run())
     assert len(text) < MB and "[output cut here" in text and text.startswith("x" * 500), len(text)
+
+
+def test_widget_messages_are_not_gathered(tmp_path):
+    """A cell that opens 50 comms of 100 KB state each: nothing of it stays in the grader."""
+    from traitlets.config import Config
+
+    from tinygpt_course.grading.execute import RobustExecute
+
+    code = ("from comm import create_comm\n"
+            "for i in range(50):\n"
+            "    create_comm(target_name='jupyter.widget', data={'state': {'_model_name': 'X', 'v': 'q' * 100_000}})\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)],
+                                  metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    config = Config()
+    config.Sandbox.enabled = False
+    config.SandboxedKernelManager.fork_from_template = False
+    ex = RobustExecute(config=config, timeout=60)
+    nb, _ = ex.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    assert not ex.widget_state and "widgets" not in nb.metadata, len(ex.widget_state)

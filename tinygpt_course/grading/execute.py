@@ -85,6 +85,12 @@ class RobustExecute(Execute):
             if hasattr(channel, "message_limit"):
                 channel.message_limit = self.message_limit
 
+    def handle_comm_msg(self, outs, msg, cell_index):
+        """Widget (comm) messages are not kept: nbclient would gather their state, and an Output
+        widget's captured outputs, into the notebook's metadata with no budget, and SanitizeOutputs
+        drops that widget state anyway (KeepHintsUsed reads the submitted one before the run)."""
+        return None
+
     def output(self, outs, msg, display_id, cell_index):
         """nbclient appends each output here: the budget keeps, cuts or drops it at once."""
         out = super().output(outs, msg, display_id, cell_index)
