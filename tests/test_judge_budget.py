@@ -13,7 +13,6 @@ import subprocess
 import time
 
 import nbformat
-import pytest
 import torch
 
 from tinygpt_course.checks.protocol import Kind, load_lesson
@@ -163,7 +162,27 @@ def test_nbgrader_flags_the_spinner_and_grades_the_classmate(tmp_path):
 
 
 def test_without_the_budget_nbgrader_never_reaches_the_classmate(tmp_path):
-    course = spinner_and_classmate(make_course(tmp_path / "off", extra_config=CONFIG + "c.IndependentChecks.judge_in_child = False\n"))
+    off = CONFIG + "c.IndependentChecks.judge_in_child = False\n"
+    course = spinner_and_classmate(make_course(tmp_path / "off", extra_config=off))
     assert grade(course, timeout=240) is None, "nbgrader autograde finished: the judge did not spin"
     assert not (course / "autograded" / "b_classmate").exists()
 
+
+# --- tinygpt-grade-class: a submission that hangs a worker does not stop the class ----------------
+
+def test_grade_class_kills_a_hung_submission_and_grades_the_rest(tmp_path):
+    """The judge's own budget off (judge_in_child = False), so that the spinner hangs its worker:
+    --submission-timeout kills that worker, the spinner fails, the classmate is graded in full.
+    Without the limit (--submission-timeout 0) the command would never return."""
+    import sys
+    off = "c.IndependentChecks.judge_in_child = False\n"
+    course = spinner_and_classmate(make_course(tmp_path / "class", extra_config=off))
+    proc = subprocess.run([sys.executable, "-m", "tinygpt_course.classroom", "multihead", "--no-progress",
+                           "--course-dir", str(course), "--jobs", "2", "--retries", "0",
+                           "--submission-timeout", "200", "--logs", str(tmp_path / "logs")],
+                          capture_output=True, text=True, env=env(), timeout=1500)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "failed: a_spinner" in proc.stderr, proc.stderr[-3000:]
+    classmate = scores(course, "multihead", "b_classmate")
+    assert classmate and all(s > 0 for s in classmate.values()), classmate
+    assert "still grading this submission after 200 s" in (tmp_path / "logs" / "a_spinner.0.log").read_text()
