@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tinygpt_course.grading.output_budget import BudgetedChannel, OutputBudget, cut_note, output_chars
+from tinygpt_course.grading.output_budget import OutputBudget, cut_note, output_chars
 from tinygpt_course.testing.course import BIN, env, make_course, nbgrader, scores, submit
 from tinygpt_course.testing.notebooks import release_path, solution, with_answer
 
@@ -134,8 +134,8 @@ def test_widget_messages_are_not_gathered(tmp_path):
     code = ("from comm import create_comm\n"
             "for i in range(50):\n"
             "    create_comm(target_name='jupyter.widget', data={'state': {'_model_name': 'X', 'v': 'q' * 100_000}})\n")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)],
-                                  metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    spec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)], metadata={"kernelspec": spec})
     config = Config()
     config.Sandbox.enabled = False
     config.SandboxedKernelManager.fork_from_template = False

@@ -73,7 +73,8 @@ class IndependentChecks(NbGraderPreprocessor):
         "Seconds (wall clock) judging one learner's record may take, in a child process: past them "
         "every check of that learner fails with 'checking your answer took longer than N s' and "
         "grading goes on")).tag(config=True)
-    judge_cpu_s = Integer(60, help="CPU seconds the child process that judges one learner's record may use").tag(config=True)
+    judge_cpu_s = Integer(60, help="CPU seconds the child process that judges one learner's record may use"
+                          ).tag(config=True)
     judge_in_child = Bool(True, help=(
         "Judge each record in a child process within judge_timeout and judge_cpu_s. False judges in "
         "the grader's own process, with no budget: a record made to be slow stops the class "
