@@ -90,6 +90,9 @@ def test_budget_cuts_an_output_and_the_notebooks_total_and_says_so():
     outs.append(more)
     assert budget.take(outs, more, 2) is None and len(outs) == 1
     assert cut_note(250, "characters of output per notebook") in outs[0].text
+    failed = nbformat.v4.new_output("error", ename="AssertionError", evalue="wrong", traceback=["wrong"])
+    outs.append(failed)                               # a test cell's error, past every budget, stays
+    assert budget.take(outs, failed, 2).output_type == "error" and outs[-1].ename == "AssertionError"
 
 
 def test_a_message_too_large_is_replaced_before_it_is_decoded():

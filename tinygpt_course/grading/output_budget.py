@@ -148,7 +148,7 @@ class OutputBudget:
 
     def __init__(self, output_limit, kernel_limit):
         self.output_limit, self.kernel_limit = output_limit, kernel_limit
-        self.used, self.total, self.cut = {}, 0, set()
+        self.used, self.total, self.cut, self.errors = {}, 0, set(), set()
 
     def take(self, outs, out, cell_index):
         """Called with `out` just appended to `outs` (a cell's outputs): keep it, cut it, or
@@ -162,8 +162,14 @@ class OutputBudget:
             return out
         full = self.total >= self.kernel_limit
         if key in self.cut or (full and cell_index in self.cut):    # said once: the rest goes
-            outs.pop()
-            return None
+            if out.get("output_type") != "error" or cell_index in self.errors:
+                outs.pop()
+                return None
+            # but a cell's error always stays (cut to its name): without it a failing test cell
+            # would score as passed
+            self.errors.add(cell_index)
+            outs[-1] = kept = cut_output(out, 0, cut_note(self.kernel_limit, "characters of output per notebook"))
+            return kept
         if self.kernel_limit - self.total <= self.output_limit - self.used.get(key, 0):
             note = cut_note(self.kernel_limit, "characters of output per notebook")
         else:
