@@ -66,7 +66,8 @@ class PrepareChecks(NbGraderPreprocessor):
 
 
 class IndependentChecks(NbGraderPreprocessor):
-    """After Execute: re-run the answer in the sandbox, judge it here, withdraw unconfirmed points."""
+    """After Execute: re-run the answer in the sandbox, judge it in a child within a budget, withdraw
+    unconfirmed points."""
 
     timeout = Integer(120, help="Seconds the independent re-run may take").tag(config=True)
     judge_timeout = Float(60, help=(
