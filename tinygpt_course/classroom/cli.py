@@ -36,6 +36,9 @@ def _parse_args(argv):
     p.add_argument("--force", "-f", action="store_true", help="regrade submissions already graded")
     p.add_argument("--course-dir", default=".", help="the course folder, holding nbgrader_config.py (default: .)")
     p.add_argument("--retries", type=int, default=1, help="times a failed submission is tried again (default: 1)")
+    p.add_argument("--submission-timeout", type=float, default=1800, metavar="S",
+                   help="seconds one submission may take before its worker is killed and it counts as failed "
+                        "(default: 1800; 0: no limit)")
     p.add_argument("--logs", metavar="DIR", help="keep every submission's nbgrader log in DIR "
                    "(default: a temporary folder, kept and named only when a submission failed)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -143,7 +146,8 @@ def _main(argv, logs_base):
     else:
         log_dir = tempfile.mkdtemp(prefix=f"tinygpt-grade-class-{args.assignment}-", dir=logs_base)
     t0 = time.perf_counter()
-    results = run_pool(args.assignment, todo, jobs, log_dir, args.retries, progress=not args.no_progress)
+    results = run_pool(args.assignment, todo, jobs, log_dir, args.retries, progress=not args.no_progress,
+                       limit_s=args.submission_timeout or None)
     failed = sorted(s for s, (code, _) in results.items() if code != 0)
     graded = sum(1 for code, _ in results.values() if code == 0)
     print(f"tinygpt-grade-class: graded {graded}, skipped {skipped}, failed {len(failed)}, "

@@ -4,7 +4,10 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import sys
+import time
 from pathlib import Path
+
+TIMED_OUT = 124          # a submission's exit status when it ran past the limit (as timeout(1) says it)
 
 
 def _error_lines(log_path, limit=6):
@@ -31,6 +34,15 @@ class _Worker:
         child.close()
         self.job = None
 
+    def kill(self):
+        """End a worker stuck in a submission: SIGTERM, then SIGKILL."""
+        self.proc.terminate()
+        self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(10)
+        self.conn.close()
+
     def stop(self, timeout):
         try:
             self.conn.send(None)
@@ -43,11 +55,14 @@ class _Worker:
         self.conn.close()
 
 
-def run_pool(assignment, students, jobs, log_dir, retries, progress=True):
+def run_pool(assignment, students, jobs, log_dir, retries, progress=True, limit_s=None):
     """Grade students with up to jobs forked workers; return {student: (exit code, log path)}.
 
     A worker that dies mid-submission (it should not: learner code runs in nbgrader's kernel)
-    counts as a failure of that submission, and a new worker takes its place.
+    counts as a failure of that submission, and a new worker takes its place. So does a worker
+    still on one submission after `limit_s` seconds (None: no limit): whatever made it hang (a
+    learner's record that makes a judge spin in a grading step without a budget of its own), it
+    is killed, the submission fails with exit status TIMED_OUT and the class goes on.
     """
     from tqdm import tqdm
 
@@ -82,9 +97,22 @@ def run_pool(assignment, students, jobs, log_dir, retries, progress=True):
                 if w.job is None and queue:
                     student, attempt = queue.popleft()
                     w.job = (student, attempt, os.path.join(log_dir, f"{student}.{attempt}.log"))
+                    w.started = time.monotonic()
                     w.conn.send((assignment, student, w.job[2]))
+            for w in [w for w in workers if w.job and limit_s and time.monotonic() - w.started > limit_s]:
+                student, attempt, log = w.job
+                w.kill()
+                with open(log, "a") as f:
+                    f.write(f"\n[tinygpt-grade-class] killed: still grading this submission after {limit_s:g} s "
+                            "(--submission-timeout)\n")
+                workers[workers.index(w)] = _Worker(ctx, w.index)
+                finish(student, attempt, TIMED_OUT, log)
             busy = {w.conn: w for w in workers if w.job} | {w.proc.sentinel: w for w in workers if w.job}
-            for ready in multiprocessing.connection.wait(list(busy)):
+            if not busy:
+                continue
+            left = [limit_s - (time.monotonic() - w.started) for w in workers if w.job] if limit_s else []
+            wake = max(0.0, min(left)) + 0.1 if left else None      # when the next submission runs out
+            for ready in multiprocessing.connection.wait(list(busy), timeout=wake):
                 w = busy[ready]
                 if w.job is None:
                     continue

@@ -108,7 +108,8 @@ def run(args, logs_base):
 
     code = 0
     if mine:
-        argv = [assignment, "--course-dir", str(work), "--jobs", str(args.jobs), "--retries", str(args.retries)]
+        argv = [assignment, "--course-dir", str(work), "--jobs", str(args.jobs), "--retries", str(args.retries),
+                "--submission-timeout", str(args.submission_timeout)]
         argv += ["--force"] * args.force + ["--no-progress"] * args.no_progress
         argv += ["--logs", os.path.join(args.logs, f"shard-{index}")] if args.logs else []
         try:

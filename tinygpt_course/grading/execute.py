@@ -19,6 +19,11 @@ A kernel that does not come up at all (its sandbox not made, or the kernel dead 
 or memory for a moment, other graders' sandboxes at their caps) fails before any learner code has
 run: that is the grader's trouble, not the learner's, so the start is tried again with a new
 kernel manager, ``start_attempts`` times in all, before nbgrader reports the submission.
+
+What the kernel sends back is budgeted as it is read (tinygpt_course.grading.output_budget):
+``message_limit`` bytes per message part, ``output_limit`` characters per output and
+``kernel_output_limit`` per notebook, with a note where output was cut. nbgrader's LimitOutput
+(lines) still runs later; this is what keeps the grader's memory and the saved notebooks small.
 """
 import time
 
@@ -29,6 +34,7 @@ from traitlets import Float, Integer
 from nbgrader.preprocessors import Execute
 
 from .kernel import SandboxedKernelManager
+from .output_budget import MESSAGE_LIMIT, OutputBudget
 
 
 def error_output(ename, message):
@@ -45,6 +51,17 @@ class RobustExecute(Execute):
         "Seconds waited before the n-th new start (n times this), so that a moment's shortage of "
         "processes or memory on the machine can pass.")).tag(config=True)
 
+    message_limit = Integer(MESSAGE_LIMIT, help=(
+        "Bytes of one part of one message from the grading kernel that the grader decodes: a larger "
+        "part (one huge print, a huge exception message) is replaced by a note with its first "
+        "characters, without being copied or decoded. 0: no limit.")).tag(config=True)
+    output_limit = Integer(100_000, help=(
+        "Characters kept of one output (a cell's stdout or stderr, an error, a display); the rest is "
+        "dropped as it arrives, with a note where it was cut. 0: no limit.")).tag(config=True)
+    kernel_output_limit = Integer(1_000_000, help=(
+        "Characters of output kept for the whole notebook's run; past them every cell's output is "
+        "dropped as it arrives, with a note. 0: no limit.")).tag(config=True)
+
     def __init__(self, *args, **kwargs):
         # nbgrader's Execute sets AsyncKernelManager as a keyword: ours comes first
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
@@ -52,7 +69,34 @@ class RobustExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._stop_reason = None
+        big = 2 ** 62
+        self._budget = OutputBudget(self.output_limit or big, self.kernel_output_limit or big)
         return super().preprocess(nb, resources, km)
+
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        if self.message_limit:
+            km.client_class = "tinygpt_course.grading.output_budget.BudgetedClient"
+        return km
+
+    def start_new_kernel_client(self, **kwargs):
+        super().start_new_kernel_client(**kwargs)
+        for channel in (self.kc.shell_channel, self.kc.iopub_channel):
+            if hasattr(channel, "message_limit"):
+                channel.message_limit = self.message_limit
+
+    def handle_comm_msg(self, outs, msg, cell_index):
+        """Widget (comm) messages are not kept: nbclient would gather their state, and an Output
+        widget's captured outputs, into the notebook's metadata with no budget, and SanitizeOutputs
+        drops that widget state anyway (KeepHintsUsed reads the submitted one before the run)."""
+        return None
+
+    def output(self, outs, msg, display_id, cell_index):
+        """nbclient appends each output here: the budget keeps, cuts or drops it at once."""
+        out = super().output(outs, msg, display_id, cell_index)
+        if out is None or not outs or outs[-1] is not out:
+            return out
+        return self._budget.take(outs, out, cell_index)
 
     def start_new_kernel(self, **kwargs):
         """Start the kernel and its client (nbclient's setup_kernel calls this first); a start
@@ -111,6 +155,7 @@ class RobustExecute(Execute):
                 "KernelBroken", "the kernel stopped working while running this cell (too many processes?)"))
             self._stop_reason = "not run: the kernel stopped working in an earlier cell"
             return cell, resources
+        cell.outputs = self._budget.final(cell.outputs)
         if any(o.output_type == "error" and o.get("ename") == self.error_on_timeout["ename"]
                for o in cell.outputs):
             self._stop_reason = f"not run: an earlier cell ran past the {self.timeout} s limit"

@@ -9,21 +9,24 @@ can replace ``torch.allclose``, rewrite later cells or print the expected lines.
   the lesson's extract, in the sandbox).
 - ``IndependentChecks`` runs after nbgrader's Execute: it re-runs the learner's answer cell on
   its own (the trusted set-up cells, then the answer, then the extract, in the sandbox, with the
-  same seed), judges the record against the solution's in this process, which never runs
-  learner code or notebook text, and withdraws the points of every check the learner's kernel
-  passed but the re-run did not confirm.
+  same seed), judges the record against the solution's in a child forked from this process
+  (which never runs learner code or notebook text), within ``judge_timeout`` seconds and
+  ``judge_cpu_s`` CPU seconds (tinygpt_course.grading.childjudge: a record built to make a judge
+  spin flags that learner, and the class goes on), and withdraws the points of every check the
+  learner's kernel passed but the re-run did not confirm.
 """
 import os
 import secrets
 
 from nbformat.v4 import new_output
-from traitlets import Integer
+from traitlets import Bool, Float, Integer
 
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
 
-from ..checks.protocol import quote
+from ..checks.protocol import QUOTE_LIMIT, quote
+from .childjudge import judge_in_child
 from .feedback import Secrets, course_notebook
 from .lesson import answer_source, read_lesson
 from .reference import reference_record
@@ -64,9 +67,20 @@ class PrepareChecks(NbGraderPreprocessor):
 
 
 class IndependentChecks(NbGraderPreprocessor):
-    """After Execute: re-run the answer in the sandbox, judge it here, withdraw unconfirmed points."""
+    """After Execute: re-run the answer in the sandbox, judge it in a child within a budget, withdraw
+    unconfirmed points."""
 
     timeout = Integer(120, help="Seconds the independent re-run may take").tag(config=True)
+    judge_timeout = Float(60, help=(
+        "Seconds (wall clock) judging one learner's record may take, in a child process: past them "
+        "every check of that learner fails with 'checking your answer took longer than N s' and "
+        "grading goes on")).tag(config=True)
+    judge_cpu_s = Integer(60, help="CPU seconds the child process that judges one learner's record may use"
+                          ).tag(config=True)
+    judge_in_child = Bool(True, help=(
+        "Judge each record in a child process within judge_timeout and judge_cpu_s. False judges in "
+        "the grader's own process, with no budget: a record made to be slow stops the class "
+        "(tests only)")).tag(config=True)
 
     def preprocess(self, nb, resources):
         state = resources.get("tinygpt", {})
@@ -84,7 +98,8 @@ class IndependentChecks(NbGraderPreprocessor):
             kernel_ok = not any(o.output_type == "error" for o in cell.outputs)
             if not v.passed and kernel_ok:
                 flagged.append(gid)
-                why = f"this check passed in your notebook but not when your answer was re-run on its own: {v.message}"
+                why = ("this check passed in your notebook but not when your answer was re-run on its own: "
+                       + quote(v.message, QUOTE_LIMIT))
                 cell.outputs.append(new_output("error", ename=FLAG, evalue=why, traceback=[f"{FLAG}: {why}"]))
         state["flagged"] = flagged
         if flagged:
@@ -105,7 +120,10 @@ class IndependentChecks(NbGraderPreprocessor):
         if result.record is None:
             failed = Verdict.fail(Kind.NO_RESULT, result.problem)
             return {gid: failed for gid in source.test_ids}
-        return {gid: lesson.verdict(gid, result.record, state["ref"]) for gid in source.test_ids}
+        if not self.judge_in_child:
+            return {gid: lesson.verdict(gid, result.record, state["ref"]) for gid in source.test_ids}
+        return judge_in_child(lesson, source.test_ids, result.record, state["ref"], self.judge_timeout,
+                              self.judge_cpu_s)
 
 
 class RecordFlags(NbGraderPreprocessor):
