@@ -68,8 +68,14 @@ c.Sandbox.uid = 65534                      # learner code's uid, outside too wit
 # no `import torch` per notebook (bench/README.md). False starts every kernel afresh.
 c.SandboxedKernelManager.fork_from_template = True
 
-# Collect only submissions made by the student they name (nbgrader only warns).
+# The exchange takes data, not paths (tinygpt_course/grading/exchange.py): collect copies only
+# regular files and folders, by handle, within c.SubmissionTree's bounds, and only submissions
+# made by the student they name (nbgrader only warns); release_feedback publishes only the
+# feedback of the lesson's own notebooks.
 c.ExchangeFactory.collect = "tinygpt_course.grading.exchange.CheckedCollect"
+c.ExchangeFactory.release_feedback = "tinygpt_course.grading.exchange.CheckedReleaseFeedback"
+c.SubmissionTree.max_depth = 10            # folders in a submission nest at most this deep
+c.SubmissionTree.max_entries = 1000        # files and folders in one submission, at most
 
 # Feedback shows each check's name, points and diagnosis, never a hidden test's code nor a line
 # of the solution; SanitizeOutputs again, for notebooks autograded before it was in the pipeline.

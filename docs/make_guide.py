@@ -193,6 +193,16 @@ Grading re-runs each answer in a sandbox with weights and a seed of its own and 
 against the lesson's solution; a check the learner's kernel passed but the re-run did not confirm
 loses its points and is flagged in the formgrader. The formgrader shows the same scores.
 
+A submission is taken as data: collect copies only regular files and folders (never following a
+link, at most `c.SubmissionTree.max_depth` folders deep and `max_entries` entries, within
+nbgrader's `max_file_size` and `max_dir_size`), every file the student's. A submission with
+anything else (a symlink to your `source/` or gradebook, a FIFO, a deep chain of folders) stays in
+the exchange's inbound, collect names the student and the thing refused and collects their
+newest acceptable submission and the rest of the class. The same check runs on `submitted/`
+before grading (an LMS zip unpacked there): `tinygpt-grade-class` flags that student and grades
+the others; `nbgrader autograde` moves the folder aside to `submitted/<student>/.refused-gpt-<time>`.
+`release_feedback` hands out only the feedback of the lesson's own notebooks.
+
 **See what the class got wrong.** After autograde (the formgrader's button, `nbgrader autograde`
 or `tinygpt-grade-class`), from the same root:
 

@@ -11,7 +11,7 @@ import subprocess
 import nbformat
 import pytest
 
-from tinygpt_course.grading.owner import owner_problem
+from tinygpt_course.grading.owner import submission_problem
 from tinygpt_course.testing.course import BIN, env, make_course, nbgrader, scores, submit
 from tinygpt_course.testing.notebooks import with_answer
 
@@ -26,15 +26,16 @@ def chown_tree(path, user):
             os.chown(name, uid, uid)
 
 
-def test_owner_problem(tmp_path):
+def test_submission_problem(tmp_path):
     folder = tmp_path / "submitted" / ALICE / "multihead"
     folder.mkdir(parents=True)
     (folder / "multihead.ipynb").write_text("{}")
-    assert owner_problem(folder, ALICE) is None                   # the grader's own copy
+    assert submission_problem(folder, ALICE) is None              # the grader's own copy
     chown_tree(folder, ALICE)
-    assert owner_problem(folder, ALICE) is None                   # alice's own files
+    assert submission_problem(folder, ALICE) is None              # alice's own files
     chown_tree(folder, BOB)
-    assert f"belongs to {BOB}, not to {ALICE}" in owner_problem(folder, ALICE)
+    problem = submission_problem(folder, ALICE)
+    assert problem.kind == "owner" and f"belongs to {BOB}, not to {ALICE}" in str(problem)
 
 
 def inbound(exchange, student, stamp, owner, marker):

@@ -119,3 +119,40 @@ def test_roster_makes_users_group_passwords_and_gradebook(tmp_path, request):
         for u in users:
             hh.remove_user(u)
         hh.remove_group(GROUP)
+
+
+def test_the_account_of_the_sandboxs_uid_is_refused():
+    """nobody (65534) is c.Sandbox.uid: learner code of grading worker 0 runs as it outside."""
+    if pwd.getpwnam("nobody").pw_uid != 65534:
+        pytest.skip("nobody is not uid 65534 here")
+    from tinygpt_course.roster import check_accounts
+    with pytest.raises(RosterError, match="nobody has uid 65534, the grading sandbox's own uid outside for worker 0"):
+        check_accounts([{"id": "nobody", "first_name": "", "last_name": "", "email": ""}], "root")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes Unix users: needs root")
+def test_accounts_on_a_workers_uid_or_the_teachers_subordinate_uids_are_refused(tmp_path):
+    """tinygpt-roster itself: a worker's uid (c.Sandbox.uid + 2) and a uid in the teacher's
+    subordinate range (a teacher account's sandbox maps learner code there) are refused, naming
+    the student, before anything is made."""
+    worker, sub = "tgrosterworker", "tgrostersubid"
+    users = [TEACHER, worker, sub]
+    try:
+        for u in users:
+            hh.remove_user(u)
+        hh.add_user(TEACHER)
+        subprocess.run(["usermod", "--add-subuids", "300000-300999", "--add-subgids", "300000-300999", TEACHER],
+                       check=True)
+        for name, uid in ((worker, 65536), (sub, 300007)):
+            subprocess.run(["useradd", "-M", "-u", str(uid), "-c", hh.USER_TAG, name], check=True)
+        for name, says in ((worker, "has uid 65536, the grading sandbox's own uid outside for worker 2"),
+                           (sub, f"has uid 300007, in the teacher {TEACHER}'s subordinate uids 300000-300999")):
+            r = _roster(tmp_path, _csv(tmp_path / f"{name}.csv", [STUDENTS[0], (name, "A", "B", "")]))
+            assert r.returncode != 0 and f"{name} {says}" in r.stderr, r.stderr
+            assert not (tmp_path / "pw.csv").exists()
+            with pytest.raises(KeyError):
+                pwd.getpwnam(STUDENTS[0][0])
+    finally:
+        for u in users:
+            hh.remove_user(u)
+        hh.remove_group(GROUP)

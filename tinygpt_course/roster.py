@@ -18,7 +18,10 @@ student CSV (`nbgrader db student import` reads the same file): a header line wi
 
 Running it again with a longer list adds the new students and updates everyone's names; existing
 users keep their passwords (``--reset-passwords`` gives them new ones). The whole CSV is checked
-first: a bad line stops the command before anything is changed, naming the line.
+first: a bad line stops the command before anything is changed, naming the line; so does a
+student who is the teacher, a system account, or an account whose uid the grading sandbox runs
+learner code as (``nobody``, 65534: ``c.Sandbox.uid`` and the uids after it, one per grading
+worker; the teacher's subordinate uids), since that student would own what learner code does.
 """
 import argparse
 import csv
@@ -81,8 +84,32 @@ def uid_min():
     return 1000
 
 
-def check_accounts(students, teacher):
-    """Refuse a student who is the teacher or an existing system account (root, www-data...)."""
+GRADING_JOBS = 64      # the most grading workers (tinygpt-grade-class --jobs) the roster keeps uids free for
+
+
+def sandbox_use(uid, teacher, sandbox_uid, jobs=GRADING_JOBS):
+    """Why the grading sandbox may run learner code as `uid` outside it, or None. A root grader's
+    worker k runs it as c.Sandbox.uid + k; a teacher account's as its subordinate uid + k
+    (/etc/subuid, the ranges newuidmap maps): a student of that uid would own every sandbox's
+    processes and files (and a sandbox's learner code could signal or read theirs)."""
+    if sandbox_uid <= uid < sandbox_uid + jobs:
+        return (f"the grading sandbox's own uid outside for worker {uid - sandbox_uid} (c.Sandbox.uid "
+                f"{sandbox_uid} + the worker, for up to {jobs} grading workers)")
+    from tinygpt_course.grading.sandbox import _subid_rows
+    names = {teacher, str(pwd.getpwnam(teacher).pw_uid)}
+    for name, start, count in _subid_rows("/etc/subuid") or ():
+        if name in names and start <= uid < start + count:
+            return (f"in the teacher {teacher}'s subordinate uids {start}-{start + count - 1} (/etc/subuid), which "
+                    "the grading sandbox maps learner code to")
+    return None
+
+
+def check_accounts(students, teacher, sandbox_uid=None, jobs=GRADING_JOBS):
+    """Refuse a student who is the teacher, an existing system account (root, www-data...), or an
+    account whose uid the grading sandbox uses (nobody, 65534: c.Sandbox.uid, worker 0's)."""
+    if sandbox_uid is None:
+        from tinygpt_course.grading.sandbox import Sandbox
+        sandbox_uid = Sandbox.uid.default_value
     for s in students:
         if s["id"] == teacher:
             raise RosterError(f"{s['id']} is the teacher: not a student")
@@ -92,6 +119,10 @@ def check_accounts(students, teacher):
             continue
         if uid < uid_min():
             raise RosterError(f"{s['id']} is a system account (uid {uid} < UID_MIN {uid_min()}): not a student")
+        why = sandbox_use(uid, teacher, sandbox_uid, jobs)
+        if why:
+            raise RosterError(f"{s['id']} has uid {uid}, {why}: not a student (give the student an account "
+                              "of their own, or grading another c.Sandbox.uid and pass it as --sandbox-uid)")
 
 
 def _run(cmd, **kw):
@@ -177,6 +208,9 @@ def main(argv=None):
                     help="where the new users' passwords go (mode 0600) [%(default)s]")
     ap.add_argument("--reset-passwords", action="store_true", help="new passwords for existing users too")
     ap.add_argument("--comment", help="the accounts' comment (GECOS) instead of the student's name")
+    ap.add_argument("--sandbox-uid", type=int, default=None,
+                    help="the course's c.Sandbox.uid, if not the default (65534): accounts of that uid and the "
+                         f"{GRADING_JOBS} after it are refused, as are the teacher's subordinate uids")
     ap.add_argument("--gradebook-stdin", metavar="DB_URL", help=argparse.SUPPRESS)  # the teacher's half
     args = ap.parse_args(argv)
     if args.gradebook_stdin:
@@ -189,7 +223,7 @@ def main(argv=None):
     try:
         students = read_roster(args.roster)
         pwd.getpwnam(args.teacher)
-        check_accounts(students, args.teacher)
+        check_accounts(students, args.teacher, args.sandbox_uid)
     except RosterError as e:
         sys.exit(f"tinygpt-roster: {e}")
     except KeyError:

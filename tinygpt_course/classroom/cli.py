@@ -68,7 +68,7 @@ def jobs_for_cores(cores):
 def report_problems(flagged, failed, where_logs):
     """Name the submissions left aside and those that failed; True if any failed (exit status 1)."""
     if flagged:
-        print(f"tinygpt-grade-class: flagged and left aside (files of another user): {', '.join(sorted(flagged))}",
+        print(f"tinygpt-grade-class: flagged and left aside (files of another user, or not plain files and folders): {', '.join(sorted(flagged))}",
               file=sys.stderr)
     if failed:
         print(f"tinygpt-grade-class: failed: {', '.join(sorted(failed))} ({where_logs})", file=sys.stderr)
@@ -123,8 +123,12 @@ def _main(argv, logs_base):
     if gradebook is None:
         sys.exit(f"tinygpt-grade-class: no assignment {args.assignment!r} in the gradebook: "
                  f"run `nbgrader generate_assignment {args.assignment}` first")
-    from tinygpt_course.grading.owner import owner_problem
-    spoofed = {s: problem for s, folder in submissions.items() if (problem := owner_problem(folder, s))}
+    # before anything reads a submission (is_graded reads timestamp.txt, nbgrader walks it): one
+    # that is not plain data of its student's (a symlink, a FIFO, a deep chain) is left aside
+    from tinygpt_course.grading.owner import submission_problem
+    config = getattr(coursedir, "course_config", coursedir.config)
+    spoofed = {s: problem for s, folder in submissions.items()
+               if (problem := submission_problem(folder, s, config=config))}
     for student, problem in sorted(spoofed.items()):
         print(f"FLAGGED, not graded: {student}: {problem}", file=sys.stderr)
     todo = [s for s, folder in submissions.items() if s not in spoofed

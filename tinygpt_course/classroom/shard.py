@@ -73,7 +73,7 @@ def run(args, logs_base):
     """Grade this shard; return the exit status."""
     from . import cli
     from .submissions import find_submissions, load_course
-    from ..grading.owner import owner_problem
+    from ..grading.owner import submission_problem
 
     shards, index = args.shards, shard_index(args.shard_index)
     if not 0 <= index < shards:
@@ -98,13 +98,23 @@ def run(args, logs_base):
     db = sqlite_path(coursedir.db_url)
     (work / rel(db)).parent.mkdir(parents=True, exist_ok=True)
     copy_gradebook(coursedir.db_url, work / rel(db))
+    # each submission copied by handle (not linked: a link would be the submission's folder, and
+    # what is graded must be data); one that is not plain data of its student's is flagged instead
+    from ..grading.submission_tree import SubmissionTree
+    config = getattr(coursedir, "course_config", coursedir.config)
+    problems = {s: p for s in mine if (p := submission_problem(submissions[s], s, config=config))}
     for student in mine:
-        link = work / rel(submissions[student])
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(os.path.abspath(submissions[student]), target_is_directory=True)
+        copy = work / rel(submissions[student])
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if student not in problems:
+            problems[student] = SubmissionTree(config=config).copy(submissions[student], copy, student)
         done = coursedir.format_path(coursedir.autograded_directory, student, assignment)
         if os.path.isdir(done):
             shutil.copytree(done, work / rel(done), symlinks=True)
+    problems = {s: p for s, p in problems.items() if p}
+    for student, problem in sorted(problems.items()):
+        print(f"FLAGGED, not graded: {student}: {problem}", file=sys.stderr)
+    flagged = sorted(problems)
 
     code = 0
     if mine:
@@ -117,7 +127,6 @@ def run(args, logs_base):
         finally:
             os.chdir(course)
 
-    flagged = sorted(s for s in mine if owner_problem(submissions[s], s))
     graded = sorted(s for s in mine if s not in flagged and os.path.isdir(
         work / rel(coursedir.format_path(coursedir.autograded_directory, s, assignment))))
     result = {"assignment": assignment, "index": index, "shards": shards, "class": sorted(submissions),

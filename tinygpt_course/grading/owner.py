@@ -6,50 +6,42 @@ files says who made it. Files may belong to the student named (their own submiss
 grading user (nbgrader collect copies submissions as the teacher; CheckedCollect only copies
 those whose owner matches). Anything else, for example bob's files in submitted/alice/, is a
 spoof: ``CheckOwner`` (first sanitize step) refuses to grade it, ``tinygpt-grade-class`` reports
-it and leaves it aside, and CheckedCollect never collects it.
+it and leaves it aside, and CheckedCollect never collects it. The same walk refuses what is not
+plain data (a symlink, a FIFO, an 1100-deep chain: ``submission_tree.py``).
 """
 import os
-import pwd
 
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 
 class SpoofedSubmission(Exception):
-    """A submission whose files belong to someone other than the student it names."""
+    """A submission whose files belong to someone other than the student it names, or that is
+    not plain data (a symlink, a FIFO, too deep: submission_tree.py)."""
 
 
-def user_name(uid):
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f"uid {uid}"
-
-
-def owner_problem(folder, student, grader_uid=None):
-    """None if every file under `folder` belongs to `student` or to the grading user; else why not."""
-    grader_uid = os.geteuid() if grader_uid is None else grader_uid
-    try:
-        student_uid = pwd.getpwnam(student).pw_uid
-    except KeyError:
-        student_uid = None
-    paths = [folder] + [os.path.join(d, f) for d, dirs, files in os.walk(folder) for f in dirs + files]
-    for path in paths:
-        uid = os.lstat(path).st_uid
-        if uid not in (grader_uid, student_uid):
-            return (f"{os.path.relpath(path, os.path.dirname(folder))} belongs to {user_name(uid)}, "
-                    f"not to {student}: not graded as {student} (a submission made for someone else?)")
-    return None
+def submission_problem(folder, student, grader_uid=None, config=None):
+    """None if `folder` (submitted/<student>/<assignment>, or an inbound submission) holds only
+    regular files and folders within SubmissionTree's bounds, each the student's or the grading
+    user's; else the Refusal. The folder's own parent (submitted/<student>) must not be a symlink
+    either: an LMS zip unpacked there could make submitted/alice a link to source/."""
+    from .submission_tree import Refusal, SubmissionTree, shown
+    parent = os.path.dirname(os.path.abspath(folder))
+    if os.path.islink(parent):
+        return Refusal("symlink", shown(os.path.basename(parent)), "is a symlink: only regular files and folders are taken")
+    return SubmissionTree(config=config).check(folder, student, grader_uid)
 
 
 class CheckOwner(NbGraderPreprocessor):
-    """First sanitize step: refuse to grade a submission whose files belong to another user."""
+    """First sanitize step: refuse to grade a submission whose files belong to another user, or
+    that is not plain data (pre_convert_hook has already moved such a one aside; this is the
+    check again, for a hook left out of the config)."""
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
         coursedir = CourseDirectory(config=self.config)
         folder = coursedir.format_path(coursedir.submitted_directory, info["student"], info["assignment"])
-        problem = owner_problem(folder, info["student"]) if os.path.isdir(folder) else None
+        problem = submission_problem(folder, info["student"], config=self.config) if os.path.lexists(folder) else None
         if problem:
             self.log.error("FLAGGED %s/%s: %s", info["student"], info["assignment"], problem)
             raise SpoofedSubmission(problem)

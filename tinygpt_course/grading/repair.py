@@ -1,5 +1,14 @@
-"""Before nbgrader autogrades one learner: give broken or renamed notebooks a result.
+"""Before nbgrader autogrades one learner: set aside what is not data; give broken or renamed
+notebooks a result.
 
+- A submitted folder that is not plain data (a symlink, a FIFO or a device in it, a folder chain
+  deeper than ``c.SubmissionTree.max_depth``, too many entries or bytes: an LMS zip unpacked in
+  ``submitted/``) is moved aside to ``submitted/<student>/.refused-<assignment>-<time>`` with an
+  error naming the student and the thing refused, before nbgrader walks it: nbgrader's own copy
+  of a submission's other files follows symlinks as the teacher (``notes.html`` -> the
+  gradebook lands in the feedback) and recurses (an 1100-deep chain is a RecursionError). The
+  hook is the only step that runs before that copy; its exceptions are only logged, so it moves
+  the folder rather than raising. That learner is not graded; the rest of the class is.
 - A notebook that is not valid JSON stops stock nbgrader for that learner (no autograded copy,
   an error at the end of the run). Here it is kept as ``<name>.ipynb.broken`` and replaced by
   the released notebook with a note at the top, so the learner is graded (zero on every
@@ -41,6 +50,9 @@ def pre_convert_hook(assignment=None, student=None, notebooks=None, **_):
     folder = os.path.dirname(notebooks[0])
     config = Application.instance().config if Application.initialized() else None
     coursedir = CourseDirectory(config=config) if config else CourseDirectory()
+    if _set_aside(folder, config):
+        notebooks[:] = []          # nbgrader then stops this learner (no notebooks), and only them
+        return
     release = coursedir.format_path(coursedir.release_directory, ".", assignment)
     expected = sorted(os.path.basename(p) for p in glob.glob(os.path.join(release, "*.ipynb")))
     for name in expected:
@@ -64,6 +76,24 @@ def pre_convert_hook(assignment=None, student=None, notebooks=None, **_):
                       "for your teacher, and this unanswered copy was graded in its place.")
             nbformat.write(nb, path)
             log.warning("%s: %s is not a valid notebook; kept as %s.broken", student, path, name)
+
+
+def _set_aside(folder, config):
+    """Move a submitted folder that is not plain data out of nbgrader's way; True if it was."""
+    import datetime
+
+    from .owner import submission_problem
+    refusal = submission_problem(folder, None, config=config)
+    if refusal is None:
+        return False
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    parent, name = os.path.split(os.path.abspath(folder))
+    if os.path.islink(parent):                  # submitted/<student> itself is the link: move it
+        parent, name = os.path.split(parent)
+    aside = os.path.join(parent, f".refused-{name}-{stamp}")
+    os.rename(os.path.join(parent, name), aside)     # rename moves the entry, follows nothing
+    log.error("FLAGGED, not graded: %s: %s; moved aside to %s", folder, refusal, aside)
+    return True
 
 
 class ForgetDuplicates:

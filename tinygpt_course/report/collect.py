@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import json
 
-from ..grading.owner import owner_problem
+from ..grading.owner import submission_problem
 from ..grading.verdicts import read_verdicts
 
 LESSONS = ("head", "multihead", "block", "gpt")   # the course's order: the cross-lesson table's columns
@@ -70,7 +70,7 @@ def _ungraded_reason(coursedir, lesson, student, notebook):
     folder = coursedir.format_path(coursedir.submitted_directory, student, lesson)
     if not os.path.isdir(folder):
         return "no submission folder (submitted/ has none for this learner)"
-    problem = owner_problem(folder, student)
+    problem = submission_problem(folder, student)
     if problem:
         return f"not graded: {problem}"
     if not os.path.isfile(os.path.join(folder, notebook + ".ipynb")):
