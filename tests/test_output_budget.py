@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tinygpt_course.grading.output_budget import OutputBudget, cut_note, output_chars
+from tinygpt_course.grading.output_budget import PREFIX, OutputBudget, cut_note, output_chars
 from tinygpt_course.testing.course import BIN, env, make_course, nbgrader, scores, submit
 from tinygpt_course.testing.notebooks import release_path, solution, with_answer
 
@@ -93,6 +93,69 @@ def test_budget_cuts_an_output_and_the_notebooks_total_and_says_so():
     failed = nbformat.v4.new_output("error", ename="AssertionError", evalue="wrong", traceback=["wrong"])
     outs.append(failed)                               # a test cell's error, past every budget, stays
     assert budget.take(outs, failed, 2).output_type == "error" and outs[-1].ename == "AssertionError"
+
+
+def test_pictures_have_a_budget_of_their_own_kept_whole_or_dropped_with_a_note():
+    budget = OutputBudget(output_limit=100, kernel_limit=250, image_limit=1000, kernel_image_limit=1500)
+
+    def picture(n, plain="<Figure>"):
+        return nbformat.v4.new_output("display_data", data={"image/png": "A" * n, "text/plain": plain})
+
+    outs = [picture(800)]                              # 8x the text's budget: kept whole
+    assert budget.take(outs, outs[0], 0)["data"]["image/png"] == "A" * 800
+    outs.append(picture(800))                         # past the notebook's pictures: dropped
+    kept = budget.take(outs, outs[1], 0)
+    assert "image/png" not in kept["data"] and kept["data"]["text/plain"].startswith("<Figure>")
+    assert cut_note(1500, "characters of pictures per notebook (image/png dropped)") in kept["data"]["text/plain"]
+    outs.append(picture(2000))                        # past one picture's: dropped
+    kept = budget.take(outs, outs[2], 0)
+    assert "image/png" not in kept["data"] and "(image/png had 2000)" in kept["data"]["text/plain"]
+    outs.append(picture(100, plain="p" * 500))        # its text cut, its (small) picture kept
+    kept = budget.take(outs, outs[3], 1)
+    assert kept["data"]["image/png"] == "A" * 100 and "[output cut here" in kept["data"]["text/plain"]
+    assert [o["data"].get("image/png") for o in budget.final(outs)] == ["A" * 800, None, None, "A" * 100]
+
+
+def test_an_update_is_budgeted_as_each_output_it_rewrites():
+    budget = OutputBudget(output_limit=100, kernel_limit=1000)
+    update = nbformat.v4.new_output("display_data", data={"text/plain": "u" * 5000})
+    cut = budget.take_update(update, copies=3)
+    assert output_chars(cut) < 100 + 200 and budget.total == 300
+    assert budget.take_update(nbformat.v4.new_output("display_data", data={"text/plain": "v" * 5000}),
+                              copies=20) is not None and budget.total <= 1000
+    assert budget.take_update(nbformat.v4.new_output("display_data", data={"text/plain": "w"}), copies=1) is None
+
+
+def test_a_real_run_keeps_a_plot_and_budgets_display_updates(tmp_path):
+    """Through RobustExecute and a real kernel (no sandbox: it budgets what comes back): a 300 KB
+    picture is kept whole, the rest of the notebook's pictures stop at kernel_image_limit, and a
+    display shown 20 times then updated with 1.9 MB (nbclient writes an update over every output
+    of its id, in any earlier cell, past output()) keeps the notebook's text within its budget.
+    Without the image budget the plot is cut to its text; without the update's, 38 MB stay."""
+    from traitlets.config import Config
+
+    from tinygpt_course.grading.execute import RobustExecute
+
+    cells = ["from IPython.display import display\n"
+             "display({'image/png': 'A' * 300_000, 'text/plain': '<Figure>'}, raw=True)",
+             "for i in range(10):\n"
+             "    display({'image/png': 'B' * 900_000, 'text/plain': 'more'}, raw=True)",
+             "for i in range(20):\n"
+             "    h = display({'text/plain': 'small'}, raw=True, display_id='d')",
+             "h.update({'text/plain': 'u' * 1_900_000}, raw=True)"]
+    spec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={"kernelspec": spec})
+    config = Config()
+    config.Sandbox.enabled = False
+    config.SandboxedKernelManager.fork_from_template = False
+    ex = RobustExecute(config=config, timeout=60)
+    nb, _ = ex.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    outputs = [o for c in nb.cells for o in c.outputs]
+    assert outputs[0]["data"]["image/png"] == "A" * 300_000
+    pictures = sum(len(o.get("data", {}).get("image/png", "")) for o in outputs)
+    assert pictures <= ex.kernel_image_limit and pictures >= ex.kernel_image_limit - 900_000
+    text = sum(output_chars(o, images=False) for o in outputs)
+    assert text <= ex.kernel_output_limit + 100 * PREFIX, text
 
 
 def test_a_message_too_large_is_replaced_before_it_is_decoded():

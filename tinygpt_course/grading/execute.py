@@ -28,7 +28,7 @@ What the kernel sends back is budgeted as it is read (tinygpt_course.grading.out
 import time
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
-from nbformat.v4 import new_output
+from nbformat.v4 import new_output, output_from_msg
 from traitlets import Float, Integer
 
 from nbgrader.preprocessors import Execute
@@ -61,6 +61,13 @@ class RobustExecute(Execute):
     kernel_output_limit = Integer(1_000_000, help=(
         "Characters of output kept for the whole notebook's run; past them every cell's output is "
         "dropped as it arrives, with a note. 0: no limit.")).tag(config=True)
+    image_limit = Integer(1_000_000, help=(
+        "Characters (of base64) of one picture (image/png, image/jpeg) kept: pictures are budgeted "
+        "apart from text, kept whole or dropped with a note; a lesson's plot is 100-300 thousand. "
+        "0: no limit.")).tag(config=True)
+    kernel_image_limit = Integer(5_000_000, help=(
+        "Characters of pictures kept for the whole notebook's run; past them each picture is "
+        "dropped as it arrives, with a note. 0: no limit.")).tag(config=True)
 
     def __init__(self, *args, **kwargs):
         # nbgrader's Execute sets AsyncKernelManager as a keyword: ours comes first
@@ -70,7 +77,8 @@ class RobustExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
         self._stop_reason = None
         big = 2 ** 62
-        self._budget = OutputBudget(self.output_limit or big, self.kernel_output_limit or big)
+        self._budget = OutputBudget(self.output_limit or big, self.kernel_output_limit or big,
+                                    self.image_limit or big, self.kernel_image_limit or big)
         return super().preprocess(nb, resources, km)
 
     def create_kernel_manager(self):
@@ -97,6 +105,31 @@ class RobustExecute(Execute):
         if out is None or not outs or outs[-1] is not out:
             return out
         return self._budget.take(outs, out, cell_index)
+
+    def _update_display_id(self, display_id, msg):
+        """An update_display_data rewrites the data of every earlier output with its display id,
+        past nbclient's output(): its content is budgeted here first, as that many outputs."""
+        targets = sum(len(ix) for ix in self._display_id_map.get(display_id, {}).values())
+        if not targets:
+            return None
+        if msg["header"]["msg_type"] == "update_display_data":
+            msg["header"]["msg_type"] = "display_data"
+        try:
+            out = output_from_msg(msg)
+        except ValueError:
+            return None
+        out = self._budget.take_update(out, targets)
+        if out is None:
+            return None
+        for cell_idx, output_indices in self._display_id_map[display_id].items():
+            outputs = self.nb["cells"][cell_idx]["outputs"]
+            for output_idx in output_indices:
+                # an output the budget dropped left its index behind: it may point past the end,
+                # or at a later output of another kind
+                if output_idx < len(outputs) and "data" in outputs[output_idx]:
+                    outputs[output_idx]["data"] = out["data"]
+                    outputs[output_idx]["metadata"] = out["metadata"]
+        return None
 
     def start_new_kernel(self, **kwargs):
         """Start the kernel and its client (nbclient's setup_kernel calls this first); a start

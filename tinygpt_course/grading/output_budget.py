@@ -14,7 +14,11 @@ own memory for it, 0.3 GB for a plain answer) and written whole to ``autograded/
   (a cell's stdout or stderr, an error, a display) keeps at most ``output_limit`` characters, the
   notebook's run at most ``kernel_output_limit`` in all; past that, what comes is dropped, and
   where output was cut a note says so. An error stays an error (cut, never turned into text), so
-  a failing cell never looks like a passing one.
+  a failing cell never looks like a passing one. Pictures (``image/png``, ``image/jpeg``: the
+  plots, the attention explorer's figure, some 100-300 KB of base64 each) have budgets of their
+  own, ``image_limit`` characters each and ``kernel_image_limit`` per notebook: a plot never
+  spends the text's budget (nor is cut into invalid base64); a picture over its budget is dropped
+  whole, with the note in the output's ``text/plain``, which stays.
 """
 import json
 
@@ -26,6 +30,7 @@ from traitlets import Type
 MESSAGE_LIMIT = 2_000_000       # bytes of one message part (RobustExecute.message_limit)
 PREFIX = 1000                   # characters of a cut message's text kept before its note
 TEXT_TYPES = ("execute_result", "display_data", "update_display_data")
+IMAGE_TYPES = ("image/png", "image/jpeg")   # budgeted apart from text: kept whole or dropped
 
 
 def _text_prefix(buf, key, limit=PREFIX):
@@ -116,13 +121,17 @@ def _chars(value):
     return len(str(value))
 
 
-def output_chars(out):
-    """Characters an output holds (text, an error's parts, every kind of displayed data)."""
+def output_chars(out, images=True):
+    """Characters an output holds (text, an error's parts, every kind of displayed data; with
+    images=False, all but its pictures)."""
     if out.get("output_type") == "stream":
         return _chars(out.get("text", ""))
     if out.get("output_type") == "error":
         return _chars([out.get("ename", ""), out.get("evalue", ""), out.get("traceback", [])])
-    return _chars(out.get("data", {})) + _chars(out.get("metadata", {}))
+    data = out.get("data", {})
+    if not images:
+        data = {k: v for k, v in data.items() if k not in IMAGE_TYPES}
+    return _chars(data) + _chars(out.get("metadata", {}))
 
 
 def cut_output(out, room, note):
@@ -136,25 +145,61 @@ def cut_output(out, room, note):
         evalue = str(out.get("evalue", ""))[:room] + note
         return NotebookNode({"output_type": "error", "ename": ename, "evalue": evalue,
                              "traceback": [f"{ename}: {evalue}"]})
-    plain = out.get("data", {}).get("text/plain", "")
+    data = out.get("data", {})
+    plain = data.get("text/plain", "")
     plain = plain if isinstance(plain, str) else "".join(plain)
-    cut = NotebookNode({**out, "data": {"text/plain": plain[:room] + note}, "metadata": {}})
-    return cut
+    images = {k: v for k, v in data.items() if k in IMAGE_TYPES}    # already within their budget
+    return NotebookNode({**out, "data": {**images, "text/plain": plain[:room] + note}, "metadata": {}})
 
 
 class OutputBudget:
-    """What one notebook's run has kept: characters per output (a cell's stream by name, or one
-    output) and in all. Made afresh for each notebook RobustExecute runs."""
+    """What one notebook's run has kept: characters of text per output (a cell's stream by name, or
+    one output) and in all; characters of pictures per picture and in all. Made afresh for each
+    notebook RobustExecute runs."""
 
-    def __init__(self, output_limit, kernel_limit):
+    def __init__(self, output_limit, kernel_limit, image_limit=2 ** 62, kernel_image_limit=2 ** 62):
         self.output_limit, self.kernel_limit = output_limit, kernel_limit
+        self.image_limit, self.kernel_image_limit = image_limit, kernel_image_limit
         self.used, self.total, self.cut, self.errors = {}, 0, set(), set()
+        self.image_total = 0
+
+    def take_images(self, out, copies=1):
+        """Keep each picture of `out` whole if it fits its budgets (`copies` times: an update goes
+        to every output of its display id), else drop it from `out` (in place). Returns the notes
+        that say what was dropped ("" when nothing was), for the output's text/plain."""
+        data = out.get("data")
+        if not isinstance(data, dict):
+            return ""
+        notes = []
+        for mime in [k for k in data if k in IMAGE_TYPES]:
+            size = _chars(data[mime])
+            if size > self.image_limit:
+                notes.append(cut_note(self.image_limit, f"characters of one picture ({mime} had {size})"))
+            elif self.image_total + size * copies > self.kernel_image_limit:
+                notes.append(cut_note(self.kernel_image_limit, f"characters of pictures per notebook ({mime} dropped)"))
+            else:
+                self.image_total += size * copies
+                continue
+            del data[mime]
+        return "".join(notes)
+
+    @staticmethod
+    def noted(out, notes):
+        """`out` with `notes` after its text/plain (a new one when it had none)."""
+        if notes and out is not None:
+            plain = out["data"].get("text/plain", "")
+            out["data"]["text/plain"] = (plain if isinstance(plain, str) else "".join(plain)) + notes
+        return out
 
     def take(self, outs, out, cell_index):
         """Called with `out` just appended to `outs` (a cell's outputs): keep it, cut it, or
         drop it. Returns what stays (None when dropped)."""
+        notes = self.take_images(out)
+        return self.noted(self.take_text(outs, out, cell_index), notes)
+
+    def take_text(self, outs, out, cell_index):
         key = (cell_index, out["name"]) if out.get("output_type") == "stream" else (cell_index, len(outs))
-        size = output_chars(out)
+        size = output_chars(out, images=False)
         room = max(0, min(self.output_limit - self.used.get(key, 0), self.kernel_limit - self.total))
         if size <= room:
             self.used[key] = self.used.get(key, 0) + size
@@ -180,9 +225,25 @@ class OutputBudget:
         self.cut.update({key, cell_index} if self.total >= self.kernel_limit else {key})
         return kept
 
+    def take_update(self, out, copies):
+        """The new content of an update_display_data (`out`), which nbclient writes over the data
+        of `copies` earlier outputs, in this cell or any before it: budgeted as that many new
+        outputs. Returns what to write (cut to fit), or None when the notebook's budget is spent."""
+        notes = self.take_images(out, copies)
+        size = output_chars(out, images=False)
+        room = max(0, min(self.output_limit, (self.kernel_limit - self.total) // max(1, copies)))
+        if size > room and room == 0:
+            return None
+        if size > room:
+            out = cut_output(out, room, cut_note(self.output_limit, "characters per output"))
+            size = room
+        self.total += size * copies
+        return self.noted(out, notes)
+
     def final(self, outputs):
         """A cell's outputs as they are saved (nbclient merges its streams, nbgrader adds the
-        reply's error): none above output_limit characters."""
-        return [o if output_chars(o) <= self.output_limit + PREFIX
+        reply's error): none above output_limit characters of text (pictures were budgeted as
+        they came)."""
+        return [o if output_chars(o, images=False) <= self.output_limit + PREFIX
                 else cut_output(o, self.output_limit, cut_note(self.output_limit, "characters per output"))
                 for o in outputs]
