@@ -26,7 +26,10 @@ SPEC (JSON, made by :meth:`tinygpt_course.grading.sandbox.Sandbox.wrap`):
   set-uid, or with file capabilities as in the Kubernetes image), drops its groups and
   becomes uid there; bubblewrap, started by it, nests its own namespaces inside. Outside, the
   sandbox's processes and files then belong to the subordinate uid, never the grader's;
-- ``argv``: bubblewrap's command line, where ``{fd:N}`` stands for the N-th file's memfd.
+- ``seccomp``: the seccomp filter (hex; tinygpt_course.grading.seccomp), which bubblewrap
+  installs for every process it starts (``--seccomp``) from a memfd, or null;
+- ``argv``: bubblewrap's command line, where ``{fd:N}`` stands for the N-th file's memfd and
+  ``{seccomp}`` for the filter's.
 
 Standard library only, and nothing imported from the course: it runs before any site-packages.
 """
@@ -107,6 +110,12 @@ def main(spec):
         os.write(fd, text.encode())
         os.lseek(fd, 0, os.SEEK_SET)
         fds.append(fd)
+    program = None
+    if spec.get("seccomp"):
+        program = os.memfd_create("sandbox-seccomp")
+        os.write(program, bytes.fromhex(spec["seccomp"]))
+        os.lseek(program, 0, os.SEEK_SET)
+        fds.append(program)
     for fd in fds:
         os.set_inheritable(fd, True)
     if spec.get("limits_first"):        # the defence off (c.Sandbox.separate_workers False)
@@ -120,7 +129,8 @@ def main(spec):
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
-    argv = [str(fds[int(a[4:-1])]) if a.startswith("{fd:") and a.endswith("}") else a for a in spec["argv"]]
+    argv = [str(fds[int(a[4:-1])]) if a.startswith("{fd:") and a.endswith("}")
+            else str(program) if a == "{seccomp}" else a for a in spec["argv"]]
     os.execvp(argv[0], argv)
 
 

@@ -82,7 +82,7 @@ class RerunServer:
             # unsandboxed (an opt-out), memory and CPU are still capped, as they were
             limits = {k: v for k, v in sandbox.rlimits().items() if sandbox.enabled or k != "nproc"}
             wire.write(self.proc.stdin, {**job, "ns_pid": box.ns_pid if box else None, "limits": limits,
-                                         "uid": sandbox.uid})
+                                         "uid": sandbox.uid, "seccomp": sandbox.seccomp_program()})
             return self._read(job["timeout"] + 60)
         except (BrokenPipeError, OSError) as exc:
             raise ServerGone(f"the re-run server ended ({exc})") from None

@@ -16,6 +16,10 @@ Inside, as the learner's code sees it:
   the teacher, and RLIMIT_NPROC applies per worker. It
   sees no other process, cannot make user namespaces, and when the run's first process ends, or
   the grader that started it dies (``--die-with-parent``), every process inside is killed;
+- the calls that reach kernel objects no namespace covers (kernel keyrings: ``add_key``,
+  ``keyctl``, ``request_key``; ``bpf``, ``perf_event_open``, ``userfaultfd``, io_uring) are
+  refused by a seccomp filter installed before learner code runs (``Sandbox.denied_syscalls``,
+  tinygpt_course.grading.seccomp), so nothing a learner makes there outlives the sandbox;
 - memory (address space), CPU time, file size and the number of processes are capped with
   rlimits set before bwrap starts, so they hold for every process inside; where the grader can
   make cgroups (root), each sandbox has a memory cgroup (files in its tmpfs and shared memory
@@ -39,6 +43,8 @@ import warnings
 
 from traitlets import Bool, Integer, List, Unicode, default
 from traitlets.config import LoggingConfigurable
+
+from . import seccomp
 
 
 class SandboxUnavailable(RuntimeError):
@@ -162,6 +168,16 @@ class Sandbox(LoggingConfigurable):
     read_only_paths = List(Unicode(), help=(
         "Extra folders learner code may read (the system, the Python installation and the course "
         "library are always there).")).tag(config=True)
+    denied_syscalls = List(Unicode(), list(seccomp.DENIED), help=(
+        "System calls every process in the sandbox is refused (EPERM), by a seccomp filter installed "
+        "before learner code runs (bubblewrap's --seccomp; a kernel forked from the template installs "
+        "it as it joins): those an unprivileged process may make that no namespace covers, kernel "
+        "keyrings first (tinygpt_course/grading/seccomp.py says which and why); calls of another ABI "
+        "(32-bit, x32) are refused whole. []: no filter (the defence off).")).tag(config=True)
+
+    def seccomp_program(self):
+        """The seccomp filter, hex-encoded (a job's and launch.py's spec are JSON), or None."""
+        return seccomp.program(self.denied_syscalls).hex() if self.denied_syscalls else None
 
     @default("worker")
     def _worker_default(self):
@@ -263,6 +279,9 @@ class Sandbox(LoggingConfigurable):
                "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
                "--uid", str(self.uid), "--gid", str(self.uid),
                "--cap-drop", "ALL", "--hostname", "sandbox", *bwrap_args]
+        program = self.seccomp_program()
+        if program:
+            cmd += ["--seccomp", "{seccomp}"]       # launch.py puts the program in a memfd
         # every tmpfs has a size (nosuid,nodev, as bubblewrap mounts them); /dev is read-only
         # but for its own /dev/shm; what is bound after /tmp (a venv under /tmp) stays
         cmd += ["--size", str(self.tmp_size_mb * 2 ** 20), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
@@ -283,7 +302,7 @@ class Sandbox(LoggingConfigurable):
             cmd += ["--dir", chdir]
         cmd += ["--remount-ro", "/"]            # bubblewrap's root is a tmpfs too, of no size
         cmd += ["--chdir", chdir or (writable[0] if writable else "/tmp"), "--setenv", "JPY_PARENT_PID", "1"]
-        spec = {"argv": cmd + ["--"] + list(argv), "files": list((files or {}).values()),
+        spec = {"argv": cmd + ["--"] + list(argv), "files": list((files or {}).values()), "seccomp": program,
                 "limits": self.rlimits(), "limits_first": not self.separate_workers, "cgroups": self.cgroup.procs() if self.cgroup else [],
                 "uid": self._drop_to(), "subordinate": self._subordinate(), "stage": shown + list(writable) if staged else [], "stage_dir": STAGE}
         return [sys.executable, "-I", "-S", LAUNCH, json.dumps(spec)]

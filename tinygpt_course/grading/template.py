@@ -275,6 +275,6 @@ def start_forked(sandbox, box, argv, env, cwd, join=True, join_cgroups=True):
     join_cgroups=False outside its cgroups: only for the tests that show what they stop."""
     pid = template().fork({"ns_pid": box.ns_pid, "argv": list(argv), "env": env, "cwd": cwd,
                            "limits": sandbox.rlimits(), "join": join, "join_cgroups": join_cgroups,
-                           "uid": sandbox.uid,
+                           "uid": sandbox.uid, "seccomp": sandbox.seccomp_program(),
                            "grader_pid": os.getpid(), "output_fd": box.output_w})
     return box.adopt(pid)
