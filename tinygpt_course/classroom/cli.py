@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from .lock import install_gradebook_lock
+from .outcome import report_problems
 from .pool import run_pool
 from .submissions import find_submissions, gradebook_state, is_graded, load_course, prepare_checks
 
@@ -65,16 +66,6 @@ def jobs_for_cores(cores):
     return jobs, max(1, cores // jobs)
 
 
-def report_problems(flagged, failed, where_logs):
-    """Name the submissions left aside and those that failed; True if any failed (exit status 1)."""
-    if flagged:
-        print(f"tinygpt-grade-class: flagged and left aside (files of another user, or not plain files and folders): {', '.join(sorted(flagged))}",
-              file=sys.stderr)
-    if failed:
-        print(f"tinygpt-grade-class: failed: {', '.join(sorted(failed))} ({where_logs})", file=sys.stderr)
-    return bool(failed)
-
-
 def main(argv=None):
     # every temporary file of the run (multiprocessing's, nbgrader's, the kernels') in one folder
     # that goes when the run ends, however it ends
@@ -113,7 +104,7 @@ def _main(argv, logs_base):
         return merge(args)
     if args.shards:
         from .shard import run as shard
-        return shard(args, logs_base)
+        return shard(args, logs_base, grade=_main)      # the shard grades its copy as this does
     coursedir = load_course(args.assignment)
     submissions = find_submissions(coursedir, args.assignment)
     if not submissions:
@@ -161,10 +152,6 @@ def _main(argv, logs_base):
     if not logs:
         shutil.rmtree(log_dir, ignore_errors=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 if __name__ == "__main__":

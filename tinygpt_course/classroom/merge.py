@@ -118,5 +118,5 @@ def run(args):
     shutil.rmtree(root)
     print(f"tinygpt-grade-class: merged {shards} shards: graded {len(graded)}, failed {len(failed)}, "
           f"flagged {len(flagged)}", file=sys.stderr)
-    from .cli import report_problems
+    from .outcome import report_problems
     return 1 if report_problems(flagged, failed, "the shards' logs say why") else 0

@@ -4,7 +4,7 @@
 
 The class (every submitted/<student>/<assignment>/, sorted by student id) is dealt out in turn: shard I
 of N grades the students at positions I, I + N, I + 2N, ... It grades them with tinygpt-grade-class's
-own code (cli._main), in a private copy of the course: the course's nbgrader_config.py, the
+own code (cli._main, handed in as `grade`), in a private copy of the course: the course's nbgrader_config.py, the
 assignment's source/ and release/ (what a broken notebook is graded as), a copy of the gradebook
 taken under the gradebook lock, its students' earlier autograded/ folders (so graded work is skipped,
 as tinygpt-grade-class skips it), and each of its students' submitted folder as a link to the real
@@ -69,16 +69,16 @@ def copy_gradebook(db_url, dest):
             dst.close()
 
 
-def run(args, logs_base):
-    """Grade this shard; return the exit status."""
-    from . import cli
+def run(args, logs_base, grade):
+    """Grade this shard with `grade(argv, logs_base)` (tinygpt-grade-class's own grading, on the
+    shard's private copy of the course); return the exit status."""
     from .submissions import find_submissions, load_course
     from ..grading.owner import submission_problem
 
     shards, index = args.shards, shard_index(args.shard_index)
     if not 0 <= index < shards:
         sys.exit(f"tinygpt-grade-class: shard index {index} is not in 0..{shards - 1}")
-    course = Path(os.getcwd())                          # cli._main has gone there
+    course = Path(os.getcwd())                          # tinygpt-grade-class has gone there
     assignment = args.assignment
     coursedir = load_course(assignment)
     submissions = find_submissions(coursedir, assignment)
@@ -123,7 +123,7 @@ def run(args, logs_base):
         argv += ["--force"] * args.force + ["--no-progress"] * args.no_progress
         argv += ["--logs", os.path.join(args.logs, f"shard-{index}")] if args.logs else []
         try:
-            code = cli._main(argv, logs_base)
+            code = grade(argv, logs_base)
         finally:
             os.chdir(course)
 

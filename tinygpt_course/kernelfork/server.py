@@ -13,7 +13,7 @@ Per kernel (one job on stdin, one reply on stdout, messages framed as in tinygpt
    but running a placeholder instead of the kernel, and sends its pid here;
 2. the template forks a *keeper*, which joins every namespace of that sandbox with ``setns``
    (user, mount, network, IPC, UTS, cgroup and, for its children, PID), drops every capability,
-   sets no_new_privs and forks the *kernel*: a process inside the sandbox's PID namespace, its
+   sets no_new_privs, installs the sandbox's seccomp filter and forks the *kernel*: a process inside the sandbox's PID namespace, its
    files, its network, as the sandbox's uid, with the sandbox's rlimits. The keeper reports the
    kernel's pid and waits for it; it runs no learner code.
 3. the kernel leaves the template's file descriptors, takes the kernel's environment, folder and
@@ -25,36 +25,17 @@ process in it dies with it, the kernel and whatever learner code started. The te
 keepers are not dumpable, and are outside the sandbox's PID namespace: the kernel cannot see,
 signal or trace them.
 """
-import ctypes
-import fcntl
 import importlib
 import json
 import os
 import pkgutil
 import random
-import resource
 import signal
 import sys
 import traceback
 
 from tinygpt_course import wire
-from tinygpt_course.rerun.server import reap
-
-CLONE = {"user": 0x10000000, "mnt": 0x00020000, "net": 0x40000000, "ipc": 0x08000000,
-         "uts": 0x04000000, "cgroup": 0x02000000, "pid": 0x20000000}
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
-PR_CAP_AMBIENT_CLEAR_ALL = 4
-NS_GET_PARENT = 0xB702                                        # _IO(0xb7, 0x2)
-LIMITS = {"as": resource.RLIMIT_AS, "cpu": resource.RLIMIT_CPU, "nproc": resource.RLIMIT_NPROC,
-          "fsize": resource.RLIMIT_FSIZE}
-libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _check(ret, what):
-    if ret != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
+from tinygpt_course.zygote import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, join_sandbox, libc, reap, set_limits
 
 def warm():
     """Import what every lesson's kernel imports, without starting anything: no thread, no
@@ -76,108 +57,13 @@ def warm():
     plots.png(plots.figure(np.full((2, 8, 8), 0.125), list("abcdefgh"), 7))
 
 
-def drop_capabilities():
-    """No capability left, in any set, for this process and what it starts."""
-    for cap in range(64):
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            break               # EINVAL: past the last capability
-    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                    ("inheritable", ctypes.c_uint32)]
-
-    header, data = Header(0x20080522, 0), (Data * 2)()          # _LINUX_CAPABILITY_VERSION_3
-    _check(libc.capset(ctypes.byref(header), data), "capset")
-    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-
-
-def user_namespaces(fd, ours):
-    """The user namespace `fd` and its ancestors up to (not including) ours, outermost first.
-    bubblewrap run by an unprivileged user nests two: the outer one owns the sandbox's mount,
-    network... namespaces; the inner one gives the sandbox its uid. `ours`: our own's inode."""
-    chain = [fd]
-    while True:
-        try:
-            parent = fcntl.ioctl(chain[0], NS_GET_PARENT)
-        except OSError:             # EPERM: the parent is outside our scope
-            break
-        if os.fstat(parent).st_ino == ours:
-            os.close(parent)
-            break
-        chain.insert(0, parent)
-    return chain
-
-
-def become(uid):
-    """Take the sandbox's uid and gid, inside its user namespace and so outside too: joining a
-    namespace changes no credential, and a root grader's fork would still be uid 0 outside
-    (it only looks like the sandbox's uid inside, as an unmapped uid does)."""
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
-
-
-def cgroups_of(pid):
-    """{controllers: cgroup path} of a process, as /proc/<pid>/cgroup lists them ("" is v2's)."""
-    with open(f"/proc/{pid}/cgroup") as f:
-        return {cs: path for _, cs, path in (ln.split(":", 2) for ln in f.read().splitlines())}
-
-
-def join_cgroups(ns_pid):
-    """Move this process into the memory and pids cgroups of the sandbox whose PID 1 is
-    `ns_pid` (a root grader gives each sandbox its own: launch.py put its first process there).
-    Joining its cgroup *namespace* moves nothing: without this a fork that joins the sandbox
-    would count against no cap of its sandbox. Done from outside, before the mount namespace
-    hides /sys/fs/cgroup. A sandbox in the grader's own cgroups (no cgroup made) is left alone."""
-    mine, theirs = cgroups_of("self"), cgroups_of(ns_pid)
-    for controllers, path in theirs.items():
-        names = controllers.split(",")
-        base = ("/sys/fs/cgroup" if controllers == "" else "/sys/fs/cgroup/memory" if "memory" in names
-                else "/sys/fs/cgroup/pids" if "pids" in names else None)
-        if base is None or mine.get(controllers) == path:
-            continue
-        with open(f"{base}{path}/cgroup.procs", "w") as f:
-            f.write(str(os.getpid()))
-
-
-def join_sandbox(ns_pid, uid=65534, cgroups=True):
-    """Enter the cgroups (`cgroups`: False only for the test that shows what it stops) and
-    every namespace of the sandbox whose PID 1 is `ns_pid` (PID: for our children), then take
-    its uid `uid` (c.Sandbox.uid; the default is its default).
-    Each namespace is joined as soon as we may: a root grader may join them all from outside; an
-    unprivileged one first enters the user namespace that owns them, then the sandbox's own."""
-    if cgroups:
-        join_cgroups(ns_pid)
-    fds = {name: os.open(f"/proc/{ns_pid}/ns/{name}", os.O_RDONLY) for name in CLONE}
-    ours = os.stat("/proc/self/ns/user").st_ino          # before /proc is the sandbox's
-    left = [name for name in CLONE if name != "user"]
-
-    def join_what_we_may():
-        left[:] = [name for name in left if libc.setns(fds[name], CLONE[name]) != 0]
-
-    join_what_we_may()
-    for fd in user_namespaces(fds["user"], ours):
-        _check(libc.setns(fd, CLONE["user"]), "setns user")
-        join_what_we_may()
-    if left:
-        raise OSError(f"could not join the sandbox's {', '.join(left)} namespaces")
-    for fd in fds.values():
-        os.close(fd)
-    become(uid)
-    drop_capabilities()
-
-
 def run_kernel(job):
     """The kernel, inside the sandbox: never returns."""
     code = 1
     try:
         os.setsid()
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        for name, value in job["limits"].items():
-            resource.setrlimit(LIMITS[name], (value, value))
+        set_limits(job["limits"])
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         err = job["output_fd"]              # the sandbox's output pipe, which the grader reads and logs
@@ -245,7 +131,7 @@ def keeper(job, report):
         # grader holds open for us until we reply; never the grader's or this process's stderr
         job["output_fd"] = os.open(f"/proc/{job['grader_pid']}/fd/{job['output_fd']}", os.O_WRONLY)
         if job.get("join", True):
-            join_sandbox(job["ns_pid"], job["uid"], job.get("join_cgroups", True))
+            join_sandbox(job["ns_pid"], job["uid"], job.get("join_cgroups", True), job.get("seccomp"))
         else:
             outside_view(job)
         pid = os.fork()

@@ -12,7 +12,7 @@ then sends the job and the sandbox's pid on stdin. Per job:
    (from stdin, framed as tinygpt_course.wire says); the zygote itself never reads a job, and
    forks the next worker when this one has ended;
 2. the worker joins every namespace of the job's own sandbox (as the kernel template's keeper
-   does: tinygpt_course.kernelfork.server.join_sandbox), drops every capability, and forks the
+   does: tinygpt_course.zygote.join_sandbox), drops every capability, and forks the
    *runner*: inside the sandbox's PID namespace, its fresh /tmp, /dev and IPC namespace, with
    the sandbox's rlimits;
 3. the runner binds the lesson's ``extract`` and ``torch.save`` (bound at import, before any
@@ -31,10 +31,8 @@ runner's process group are removed after it.
 reads every job and forks each runner from there, into one sandbox kept for every job (the
 design this replaced).
 """
-import ctypes
 import importlib
 import os
-import resource
 import shutil
 import signal
 import stat
@@ -43,18 +41,15 @@ import tempfile
 import time
 
 from tinygpt_course import wire
+from tinygpt_course.zygote import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, join_sandbox, libc, set_limits
 
 MAX_RECORD = 256 * 2 ** 20
 TAIL = 2000                 # bytes of the runner's output the reply carries
 EOF_EXIT = 3                # a worker's exit code when the grader has closed the pipe
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
-libc = ctypes.CDLL(None, use_errno=True)
 
 EXTRACTS = {}               # lesson -> its extract function, bound in the zygote
 SAVE = None                 # torch.save, bound in the zygote
 ERROR_TEXT = COMPILED = None   # tinygpt_course.checks.common.error_text and compiled, bound in the zygote
-LIMITS = JOIN = None        # the kernel template's table of rlimits and its join_sandbox: one
-                            # mechanism for both (imported in warm(): that module imports this one)
 
 
 def run_cell(source, ns, label):
@@ -72,8 +67,7 @@ def runner(job, folder):
         # a process like any other to the learner's code (taking the sandbox's uid made it not
         # dumpable): its memory holds only this job; the worker above it stays undumpable
         libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
-        for name, value in job.get("limits", {}).items():
-            resource.setrlimit(LIMITS[name], (value, value))
+        set_limits(job.get("limits", {}))
         log = os.open(os.path.join(folder, "output.txt"), os.O_WRONLY | os.O_CREAT, 0o600)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -108,17 +102,6 @@ def runner(job, folder):
         os._exit(code)
 
 
-def reap():
-    """Collect every child that has ended, without waiting for the others."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
 def read_regular(path, limit, tail=False):
     """The bytes of the regular file at `path` (no symlink, FIFO or device: whatever is left in
     the sandbox may have replaced it), at most `limit` (the last ones if `tail`); None if it is
@@ -150,7 +133,7 @@ def read_regular(path, limit, tail=False):
 def run_job(job, joined=None):
     """Run one job in its sandbox (joined here unless `joined` already is it); (header, payload)."""
     if job.get("ns_pid") and job["ns_pid"] != joined:
-        JOIN(job["ns_pid"], job.get("uid", 65534))
+        join_sandbox(job["ns_pid"], job.get("uid", 65534), seccomp=job.get("seccomp"))
     folder = tempfile.mkdtemp(prefix="job-", dir="/tmp")
     pid = os.fork()
     if pid == 0:
@@ -212,12 +195,11 @@ def worker(inp, out, reuse=False):
 
 
 def warm(lessons):
-    global SAVE, ERROR_TEXT, COMPILED, LIMITS, JOIN
+    global SAVE, ERROR_TEXT, COMPILED
     import torch
 
     from tinygpt_course.checks.common import compiled, error_text
-    from tinygpt_course.kernelfork.server import LIMITS, join_sandbox
-    SAVE, ERROR_TEXT, COMPILED, JOIN = torch.save, error_text, compiled, join_sandbox
+    SAVE, ERROR_TEXT, COMPILED = torch.save, error_text, compiled
     for name in lessons:               # the lessons' extract halves, imported once
         EXTRACTS[name] = importlib.import_module(f"tinygpt_course.checks.{name}.extract").extract
 
