@@ -43,19 +43,23 @@ class OutsideItsCgroups(SandboxedKernelManager):
     _join_cgroups = False
 
 
-def execute(nb, folder, fork=True, join=True, **options):
+class ByPath(SandboxedKernelManager):
+    _by_handle = False
+
+
+def execute(nb, folder, fork=True, join=True, config=None, **options):
     """Run `nb` as grading does, in `folder`, with its kernel forked (and joining its sandbox) or started."""
-    cfg = Config()
+    cfg = Config(config or {})
     cfg.SandboxedKernelManager.fork_from_template = fork
     NotebookClient(nb, kernel_manager_class=SandboxedKernelManager if join else Unjoined, config=cfg,
                    resources={"metadata": {"path": str(folder)}}, **options).execute()
     return nb
 
 
-def run_kernel(code, own, join=True, fork=True, timeout=60):
+def run_kernel(code, own, join=True, fork=True, timeout=60, config=None):
     """Run `code` in one cell of a grading kernel with cwd `own`; (text output, error name)."""
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(textwrap.dedent(code))])
-    execute(nb, own, fork, join, timeout=timeout, allow_errors=True)
+    execute(nb, own, fork, join, config, timeout=timeout, allow_errors=True)
     outs = nb.cells[0].outputs
     return ("".join(o.get("text", "") for o in outs if o.output_type == "stream"),
             next((o["ename"] for o in outs if o.output_type == "error"), None))
@@ -158,6 +162,94 @@ def test_nothing_outlives_the_kernel(course, join):
     out, err = run_kernel(escaping_sleeper(marker), course[1], join)
     assert (out, err) == ("parent done\n", None)
     assert (survivors(marker, expected=not join) == []) == join
+
+
+SWAP_AND_DROP = """
+    import glob, os, socket
+    for path in glob.glob('/tmp/kernel/ipc-*'):     # each socket becomes a link to a host path
+        os.unlink(path)
+        os.symlink({target!r}, path)
+    for fd in map(int, os.listdir('/proc/self/fd')):   # and every connection of the grader's drops
+        try:
+            s = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        try:
+            if s.family == socket.AF_UNIX and not s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        finally:
+            s.close()
+    print('swapped')
+"""
+
+
+@pytest.mark.parametrize("manager", [SandboxedKernelManager, ByPath], ids=["by-handle", "by-path"])
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "started"])
+def test_a_kernel_cannot_point_the_grader_at_a_host_socket(course, tmp_path, manager, fork):
+    """The kernel swaps its five sockets for links to a socket on the host and drops the grader's
+    connections: ZeroMQ reconnects at once (every 100 ms). By path (the defence off), the grader
+    follows the links on the host and, as root, connects to the host's socket again and again; by
+    handle it comes back to the kernel's own sockets, and the host's sees no connection."""
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+    target = str(tmp_path / "host.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(target)
+    listener.listen(64)
+    listener.settimeout(0.2)
+    seen, stop = [], threading.Event()
+
+    def accept():
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            seen.append(1)
+            conn.close()
+
+    thread = threading.Thread(target=accept)
+    thread.start()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(textwrap.dedent(SWAP_AND_DROP.format(target=target))),
+                                         nbformat.v4.new_code_cell("import time; time.sleep(3); print('here')")])
+    cfg = Config()
+    cfg.SandboxedKernelManager.fork_from_template = fork
+    try:
+        NotebookClient(nb, kernel_manager_class=manager, config=cfg, timeout=15, allow_errors=True,
+                       resources={"metadata": {"path": str(course[1])}}).execute()
+    except (CellTimeoutError, DeadKernelError, RuntimeError):
+        pass                    # the kernel may not answer once its connections dropped: not the point
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+    assert (len(seen) == 0) == (manager is SandboxedKernelManager), f"{len(seen)} connections to the host's socket"
+
+
+ADD_KEY = """
+    import ctypes, platform
+    libc = ctypes.CDLL(None, use_errno=True)
+    nr = {{"x86_64": 248, "aarch64": 217}}[platform.machine()]
+    key = libc.syscall(nr, b"user", b"{marker}", b"secret", 6, ctypes.c_int(-4))   # the user keyring
+    print("refused" if key < 0 else "made", ctypes.get_errno())
+    if key >= 0:
+        libc.syscall(nr + 2, 15, key, 60)          # keyctl(KEYCTL_SET_TIMEOUT): gone in a minute
+"""
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "started"])
+@pytest.mark.parametrize("denied", [pytest.param(None, id="filtered"), pytest.param([], id="no-filter")])
+def test_a_kernel_key_is_refused_and_never_reaches_the_next_learner(course, fork, denied):
+    """Kernel keyrings are in no namespace: a key one learner's kernel adds to its user keyring is
+    listed in /proc/keys by the next learner's kernel of the same worker (the defence off,
+    c.Sandbox.denied_syscalls = []). With the seccomp filter add_key fails with EPERM."""
+    config = {} if denied is None else {"Sandbox": {"denied_syscalls": denied}}
+    marker = f"tinygpt-key-{os.getpid()}-{int(fork)}-{denied is None}"
+    out, err = run_kernel(ADD_KEY.format(marker=marker), course[1], fork=fork, config=config)
+    assert err is None and out == ("refused 1\n" if denied is None else "made 0\n"), (out, err)
+    out, err = run_kernel("print(open('/proc/keys').read())", course[1], fork=fork, config=config)
+    assert err is None and (marker in out) == (denied is not None), out
 
 
 def test_runs_as_nobody_without_capabilities_under_the_caps(course):

@@ -6,8 +6,14 @@ in bubblewrap (tinygpt_course.grading.sandbox). No host folder is writable from 
 nbgrader's ``autograded/<student>/<assignment>/`` (nbgrader's own output, which it walks, chmods
 and copies), not a connection folder. The kernel's folder (WORK) and its connection file and
 IPC sockets (INSIDE) are on the sandbox's own size-capped /tmp, gone with the sandbox; the
-connection file is copied in by bubblewrap, and the grader reaches the sockets through
-``/proc/<sandbox's PID 1>/root``. The executed notebook comes back in the kernel's messages, as
+connection file is copied in by bubblewrap. The grader never connects by a path the sandbox
+controls: once the kernel has made its five sockets (before any learner code can run), each is
+opened as a handle (``O_PATH``), walked to from ``/proc/<sandbox's PID 1>/root`` one component at
+a time without following any link, and checked to be a socket; the grader then connects (and
+ZeroMQ reconnects, whenever a connection drops) through ``/proc/self/fd/<handle>``, by links in
+a folder of the grader's own. A kernel that swaps a socket for a link to a host path, then drops
+the grader's connections, sees the grader come back to its own socket, never to the host's
+(tests/test_kernelfork.py). The executed notebook comes back in the kernel's messages, as
 in stock nbgrader; nothing learner code wrote is ever read, walked or removed by the grader.
 The kernel's stdout and stderr are a pipe the grader reads and logs, line by line, capped and
 marked with the student (template.KernelOutput); the grader's own stderr is not the kernel's.
@@ -20,10 +26,13 @@ That saves the 1.3 s of CPU a kernel start and ``import torch`` cost every noteb
 command other than the Python kernel's, or a template that cannot start, gets a cold start: the
 placeholder becomes the kernel.
 """
+import asyncio
 import os
 import shutil
+import stat
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
@@ -34,6 +43,37 @@ from .template import TemplateUnavailable, start_forked, start_sandbox
 
 INSIDE = "/tmp/kernel"      # in the sandbox: the kernel's connection file and IPC sockets
 WORK = "/tmp/work"          # in the sandbox: the kernel's folder
+PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+SOCKETS_TIMEOUT = 60        # seconds a kernel has to make its sockets (nbclient's startup_timeout)
+
+
+class NotASocket(OSError):
+    """What the sandbox shows at a kernel socket's path is not a socket (a link, a file)."""
+
+
+def open_socket(root, path):
+    """An O_PATH handle on the socket at `path` (absolute, as the sandbox sees it) under the
+    sandbox's root `root`, walked to without following any link; None while it does not exist."""
+    parts = [p for p in path.split("/") if p]
+    fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)      # the kernel's own root link
+    try:
+        for i, part in enumerate(parts):
+            try:
+                nxt = os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except FileNotFoundError:
+                return None
+            os.close(fd)
+            fd = nxt
+            mode = os.fstat(fd).st_mode
+            if i < len(parts) - 1 and not stat.S_ISDIR(mode):
+                raise NotASocket(f"{path}: {part} is not a folder (mode {mode:o})")
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            raise NotASocket(f"{path} is not a socket (mode {os.fstat(fd).st_mode:o})")
+        fd, handle = None, fd
+        return handle
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def _is_python_kernel(cmd):
@@ -55,6 +95,8 @@ class SandboxedKernelManager(AsyncKernelManager):
     _box = None             # the template.Sandboxed the kernel runs in, which goes at cleanup
     _join_sandbox = True    # tests/test_kernelfork.py switches it off to show the join is the defence
     _join_cgroups = True    # and this, to show that joining the sandbox's cgroups is what caps a forked kernel
+    _by_handle = True       # and this, to show that connecting by handle is what keeps the grader out of host paths
+    _handles = ()           # the O_PATH handles on the kernel's sockets
 
     @property
     def sandbox(self):
@@ -102,7 +144,39 @@ class SandboxedKernelManager(AsyncKernelManager):
         p.process, p.pid, p.pgid, p.cwd = box, box.pid, None, cwd
         self._box = box
         self._reconcile_connection_info(p.connection_info)
-        self.ip = f"/proc/{box.ns_pid}/root{INSIDE}/ipc"     # the same sockets, from here
+        if self._by_handle:
+            self.ip = await self._connect_by_handle(box)
+        else:                   # the defence off: by the sandbox's path, which its links can redirect
+            self.ip = f"/proc/{box.ns_pid}/root{INSIDE}/ipc"
+
+    async def _connect_by_handle(self, box):
+        """Wait for the kernel's five sockets, open a handle on each, and link `<ip>-<port>` in our
+        own folder to it (``/proc/self/fd/N``: the grader's own handle, whichever thread connects).
+        Returns that ip."""
+        root, handles = f"/proc/{box.ns_pid}/root", {}
+        deadline = time.monotonic() + SOCKETS_TIMEOUT
+        try:
+            while len(handles) < len(PORTS):
+                for key in PORTS:
+                    if key not in handles:
+                        fd = open_socket(root, f"{INSIDE}/ipc-{getattr(self, key)}")
+                        if fd is not None:
+                            handles[key] = fd
+                if len(handles) == len(PORTS):
+                    break
+                if box.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the kernel made {len(handles)} of its {len(PORTS)} sockets, then "
+                                       + ("ended" if box.poll() is not None else f"nothing in {SOCKETS_TIMEOUT} s"))
+                await asyncio.sleep(0.01)
+        except BaseException:
+            for fd in handles.values():
+                os.close(fd)
+            raise
+        self._handles = tuple(handles.values())
+        ip = os.path.join(self._run_dir, "ipc")
+        for key, fd in handles.items():
+            os.symlink(f"/proc/self/fd/{fd}", f"{ip}-{getattr(self, key)}")
+        return ip
 
     async def _async_interrupt_kernel(self):
         # the kernel is in its own session and PID namespace: a signal to bwrap's process group
@@ -114,6 +188,9 @@ class SandboxedKernelManager(AsyncKernelManager):
     interrupt_kernel = _async_interrupt_kernel      # jupyter_client binds the base one by name
 
     async def _async_cleanup_resources(self, restart=False):
+        for fd in self._handles:
+            os.close(fd)
+        self._handles = ()
         if self._box is not None:
             self._box.close()              # the sandbox goes, with whatever learner code left in it
             self._box = None
