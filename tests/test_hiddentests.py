@@ -2,13 +2,19 @@
 gradebook the real `nbgrader generate_assignment` made, reports no checksum change for the released
 hidden-test cells of an untouched notebook, and still reports a test cell the learner changed.
 Without the step, the untouched release is reported (the false positive it removes)."""
+import ast
+import builtins
 import logging
+import re
 
 import nbformat
+import pytest
 from nbgrader.preprocessors import OverwriteCells
 from traitlets.config import Config
 
 from tinygpt_course.grading.hiddentests import RestoreHiddenTests
+from tinygpt_course.report.collect import LESSONS
+from tinygpt_course.testing.notebooks import release_path, source_path, without_markers
 
 ASSIGNMENT = "multihead"
 HIDDEN = "attention_weights"       # the lesson's test cell with hidden tests
@@ -73,3 +79,47 @@ def test_a_changed_test_cell_is_still_reported_and_restored(course):
     nb, warned = _sanitize(course, nb, [RestoreHiddenTests, OverwriteCells])
     assert any(f"cell {HIDDEN} has changed" in m for m in warned), warned
     assert _cell(nb, HIDDEN).source == _source_cell(course).source      # OverwriteCells put it back
+
+
+# --- the hidden tests hold no secret -----------------------------------------------------------
+
+HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+
+
+def secrets_in(hidden, released_code):
+    """What a hidden-test region holds that the released notebook does not give away: names it
+    does not define or import (nor builtins), numbers other than 0, and strings other than an
+    assert's message. A learner who reads the region (a pre_run_cell hook can copy each cell the
+    kernel runs into an output) learns only these."""
+    known = set(dir(builtins))
+    for node in ast.walk(ast.parse(released_code)):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            known.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            known.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            known.update((a.asname or a.name).split(".")[0] for a in node.names)
+    tree = ast.parse(hidden)
+    messages = {id(n.msg) for n in ast.walk(tree) if isinstance(n, ast.Assert) and n.msg is not None}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id not in known:
+            found.append(f"name {node.id}")
+        elif isinstance(node, ast.Constant) and id(node) not in messages and node.value not in (0, None):
+            found.append(f"constant {node.value!r}")
+    return found
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_the_hidden_tests_hold_no_secret(lesson):
+    """Each lesson's hidden tests only guard that the batch is the set-up's (nothing a check
+    judges is in them: that lives in the trusted judge and the solution's record), so reading
+    them gives a learner nothing. The check can fail: a hidden expected number is found."""
+    source = nbformat.read(source_path(lesson), as_version=4)
+    released = "\n".join(without_markers(c.source) for c in nbformat.read(release_path(lesson), as_version=4).cells
+                         if c.cell_type == "code" and "%" not in c.source.split("\n", 1)[0])
+    regions = [m for c in source.cells if c.cell_type == "code" for m in HIDDEN_REGION.findall(c.source)]
+    assert regions, f"{lesson}: no hidden tests found (the check would pass on nothing)"
+    for region in regions:
+        assert secrets_in(region, released) == [], region
+    assert sorted(secrets_in("assert abs(xb.sum() - 3.1416) < 1e-4, 'wrong'\n", released)) == ["constant 0.0001", "constant 3.1416"]
