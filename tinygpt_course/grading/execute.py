@@ -27,6 +27,7 @@ What the kernel sends back is budgeted as it is read (tinygpt_course.grading.out
 """
 import time
 
+from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.v4 import new_output, output_from_msg
 from traitlets import Float, Integer
@@ -152,11 +153,19 @@ class RobustExecute(Execute):
 
     def _discard_kernel(self):
         """What a failed start left: its kernel (if any), its sandbox and its folder."""
-        if self.km is not None:
+        km = self.km
+        if km is not None:
             try:
                 self._cleanup_kernel()
             except Exception as exc:      # a kernel that never started may have nothing to shut down
                 self.log.debug("cleaning up a kernel that did not start: %s", exc)
+            if getattr(km, "_box", None) is not None:
+                # the shutdown failed before its clean-up (a client that could not connect): the
+                # sandbox, with the kernel in it, goes anyway
+                try:
+                    run_sync(km.cleanup_resources)()
+                except Exception as exc:
+                    self.log.warning("could not remove a failed kernel's sandbox: %s", exc)
         self.kc = self.km = None
 
     def preprocess_cell(self, cell, resources, index):

@@ -11,7 +11,8 @@ controls: once the kernel has made its five sockets (before any learner code can
 opened as a handle (``O_PATH``), walked to from ``/proc/<sandbox's PID 1>/root`` one component at
 a time without following any link, and checked to be a socket; the grader then connects (and
 ZeroMQ reconnects, whenever a connection drops) through ``/proc/self/fd/<handle>``, by links in
-a folder of the grader's own. A kernel that swaps a socket for a link to a host path, then drops
+a folder of the grader's own (itself reached as ``/proc/self/fd/<its handle>``: a socket address
+holds at most 107 bytes, however deep the folder). A kernel that swaps a socket for a link to a host path, then drops
 the grader's connections, sees the grader come back to its own socket, never to the host's
 (tests/test_kernelfork.py). The executed notebook comes back in the kernel's messages, as
 in stock nbgrader; nothing learner code wrote is ever read, walked or removed by the grader.
@@ -172,11 +173,13 @@ class SandboxedKernelManager(AsyncKernelManager):
             for fd in handles.values():
                 os.close(fd)
             raise
-        self._handles = tuple(handles.values())
-        ip = os.path.join(self._run_dir, "ipc")
         for key, fd in handles.items():
-            os.symlink(f"/proc/self/fd/{fd}", f"{ip}-{getattr(self, key)}")
-        return ip
+            os.symlink(f"/proc/self/fd/{fd}", os.path.join(self._run_dir, f"ipc-{getattr(self, key)}"))
+        # and our folder by a handle too: a socket's address holds at most 107 bytes, and the
+        # folder may be deep (tinygpt-grade-class's run folder in a course's tmp/)
+        folder = os.open(self._run_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._handles = (*handles.values(), folder)
+        return f"/proc/self/fd/{folder}/ipc"
 
     async def _async_interrupt_kernel(self):
         # the kernel is in its own session and PID namespace: a signal to bwrap's process group
