@@ -5,7 +5,7 @@ process, fast. For each plain answer (a right answer or a mistake, run as plain 
   own (not the notebook's), judged against the record the same extract makes of the solution
   with that seed: a check passes exactly when the answer's expectation gives it points, and each
   `# fails:` line's check fails with its kind and its words;
-- the learner's kernel (the notebook's seed, judged against the stored reference.pt): set-up,
+- the learner's kernel (the notebook's seed, judged against the stored reference.rec): set-up,
   answer, the runner, the numbers note and every check cell, run as the notebook runs them:
   exactly the checks the expectation fails raise CheckFailed (what nbgrader's kernel scores),
   each `# fails:` line's words are in it, shown as one short paragraph.

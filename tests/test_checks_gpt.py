@@ -3,7 +3,7 @@ grading's two halves and in the learner's kernel, are tests/test_catalogue_check
 
 - the value checks compare numbers: a record made with other weights fails them;
 - the numbers note tells a different draw order from a mistake;
-- the stored data is current: reference.pt is the solution's record for the default seed and
+- the stored data is current: reference.rec is the solution's record for the default seed and
   printout.txt the source notebook's documented printout;
 - under grading (NBGRADER_EXECUTION) the training cell does not train.
 """
@@ -90,7 +90,7 @@ def test_reference_and_printout_are_current():
     assert set(stored) == set(fresh)
     for key in fresh:
         assert notebooks.same_record(fresh[key], stored[key]), (
-            f"{key}: run `python -m tinygpt_course.grading.reference gpt` and commit its reference.pt")
+            f"{key}: run `python -m tinygpt_course.grading.reference gpt` and commit its reference.rec")
     assert list(notebook.documented("gpt")) == notebook.documented_in(SOURCE_PATH), (
         "printout.txt is stale: python -m tinygpt_course.checks.notebook gpt")
 

@@ -3,7 +3,7 @@ grading's two halves and in the learner's kernel, are tests/test_catalogue_check
 
 A structural slip costs every check and a layer merely hidden from PyTorch only the count; the
 count check counts; the judge decides on the record's raw values, never on what it says about
-itself, and under the weights of the seed given; the stored reference.pt is the solution's
+itself, and under the weights of the seed given; the stored reference.rec is the solution's
 record; and no judge imports learner-side code or holds a line of the solution.
 """
 import importlib
@@ -33,7 +33,7 @@ def test_stored_reference_is_the_solutions_record(lesson):
     record of other weights, or of a solution off by one part in ten thousand, is not the same."""
     fresh = record(lesson, notebooks.solution(lesson), load_lesson(lesson).default_seed)
     assert notebooks.same_record(fresh, reference(lesson)), (
-        f"run `python -m tinygpt_course.grading.reference {lesson}` and commit its reference.pt")
+        f"run `python -m tinygpt_course.grading.reference {lesson}` and commit its reference.rec")
     other = record(lesson, notebooks.solution(lesson), 5)
     assert not notebooks.same_record(other, reference(lesson))
     nudged = dict(fresh, out=fresh["out"] * (1 + 1e-4))

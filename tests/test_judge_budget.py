@@ -1,10 +1,13 @@
-"""The judge runs within a budget (tinygpt_course/grading/childjudge.py).
+"""The judge runs within a budget (tinygpt_course/grading/childjudge.py), and a record is data
+(tinygpt_course/checks/record.py): two defences against one attack, each shown alone.
 
 A record whose structure holds a 1 KB tuple graph that shares its 64 levels (2^64 leaves once
-expanded; torch.load(weights_only=True) accepts it) makes the multihead judge's `set()` spin.
-Judged in a child with a budget it is flagged within the budget; judged in the grader's own
-process (c.IndependentChecks.judge_in_child = False) `nbgrader autograde` never reaches the
-classmate graded after it.
+expanded) makes the multihead judge's `set()` spin. Taken back pickled (torch.load with
+weights_only=True accepts it: c.IndependentChecks.records_as_data = False) and judged in a child
+with a budget, it is flagged within the budget; judged in the grader's own process as well
+(c.IndependentChecks.judge_in_child = False) `nbgrader autograde` never reaches the classmate
+graded after it. Taken back as data (the default), it never reaches a judge: the re-run's
+encoder refuses a tree that deep, and the decoder refuses anything off the lesson's table.
 """
 import io
 import os
@@ -13,8 +16,10 @@ import subprocess
 import time
 
 import nbformat
+import pytest
 import torch
 
+from tinygpt_course.checks import notebook, record
 from tinygpt_course.checks.protocol import Kind, load_lesson
 from tinygpt_course.grading.childjudge import judge_in_child, parse_reply
 from tinygpt_course.grading.verdicts import read_verdicts
@@ -53,9 +58,8 @@ def sharing_graph(levels=LEVELS):
 
 def spinning_record():
     """The solution's stored record with its head types made the sharing graph, through torch.save
-    and torch.load(weights_only=True) as a re-run's record comes back."""
-    import tinygpt_course.checks.multihead as pkg
-    ref = torch.load(os.path.join(os.path.dirname(pkg.__file__), "reference.pt"), weights_only=True)
+    and torch.load(weights_only=True) as a pickled re-run's record comes back."""
+    ref = notebook.reference("multihead")
     rec = dict(ref, structure=dict(ref["structure"], head_types=[sharing_graph(), sharing_graph()]))
     graph = io.BytesIO()
     torch.save(sharing_graph(), graph)
@@ -109,6 +113,26 @@ def test_a_bulky_record_gives_a_capped_message():
         {k: (v.mistake, len(v.message)) for k, v in verdicts.items()}
 
 
+def test_a_spinning_record_is_no_record():
+    """The defence on: the encoder refuses the graph at its depth, at once; the pickled bytes, or
+    the graph flattened by hand, are refused by the decoder; the honest record goes through."""
+    rec, ref = spinning_record()
+    schema = load_lesson("multihead").schema
+    t0 = time.monotonic()
+    with pytest.raises(record.RecordRejected, match="nested deeper"):
+        record.encode(rec)
+    assert time.monotonic() - t0 < 1
+    buf = io.BytesIO()
+    torch.save(rec, buf)
+    with pytest.raises(record.RecordRejected):
+        record.decode(buf.getvalue(), schema)
+    deep = record.encode({**{k: v for k, v in ref.items() if k != "structure"},
+                          "structure": dict(ref["structure"], head_types=[[["Head"]]] * 2)})
+    with pytest.raises(record.RecordRejected, match="head_types/0/0"):
+        record.decode(deep, schema)
+    assert record.decode(record.encode(ref), schema)["structure"] == ref["structure"]
+
+
 def test_a_reply_off_the_schema_is_no_verdict():
     ids = ("shapes", "causal")
     assert parse_reply(b'[["shapes", true, "passed", null, "ok"], ["causal", true, "passed", null, "ok"]]', ids)
@@ -144,10 +168,11 @@ def spinner_and_classmate(course):
 
 
 CONFIG = f"c.IndependentChecks.judge_timeout = {BUDGET}\nc.IndependentChecks.judge_cpu_s = {BUDGET}\n"
+PICKLED = "c.IndependentChecks.records_as_data = False\n"     # the record's defence off: the budget alone
 
 
 def test_nbgrader_flags_the_spinner_and_grades_the_classmate(tmp_path):
-    course = spinner_and_classmate(make_course(tmp_path / "on", extra_config=CONFIG))
+    course = spinner_and_classmate(make_course(tmp_path / "on", extra_config=CONFIG + PICKLED))
     assert grade(course, timeout=1200) == 0, (course / "autograde.err").read_text()[-3000:]
     classmate = scores(course, "multihead", "b_classmate")
     full = sum(classmate.values())
@@ -162,10 +187,26 @@ def test_nbgrader_flags_the_spinner_and_grades_the_classmate(tmp_path):
 
 
 def test_without_the_budget_nbgrader_never_reaches_the_classmate(tmp_path):
-    off = CONFIG + "c.IndependentChecks.judge_in_child = False\n"
+    off = CONFIG + PICKLED + "c.IndependentChecks.judge_in_child = False\n"
     course = spinner_and_classmate(make_course(tmp_path / "off", extra_config=off))
     assert grade(course, timeout=240) is None, "nbgrader autograde finished: the judge did not spin"
     assert not (course / "autograded" / "b_classmate").exists()
+
+
+def test_records_as_data_stop_the_spinner_before_any_judge(tmp_path):
+    """The budget off, the record's defence on: the spinner's checks fail as no record, the
+    classmate gets full marks, and nbgrader finishes."""
+    off = CONFIG + "c.IndependentChecks.judge_in_child = False\n"
+    course = spinner_and_classmate(make_course(tmp_path / "data", extra_config=off))
+    assert grade(course, timeout=1200) == 0, (course / "autograde.err").read_text()[-3000:]
+    classmate = scores(course, "multihead", "b_classmate")
+    assert classmate and all(s > 0 for s in classmate.values()), classmate
+    assert sum(scores(course, "multihead", "a_spinner").values()) < sum(classmate.values())
+    nb = nbformat.read(course / "autograded" / "a_spinner" / "multihead" / "multihead.ipynb", as_version=4)
+    judged = read_verdicts(nb)
+    assert all(v["kind"] == Kind.NO_RESULT.value and "the record is not what the checks produce" in v["message"]
+               for v in judged["checks"].values()), judged
+    assert judged["flagged"], judged
 
 
 # --- tinygpt-grade-class: a submission that hangs a worker does not stop the class ----------------
@@ -175,7 +216,7 @@ def test_grade_class_kills_a_hung_submission_and_grades_the_rest(tmp_path):
     --submission-timeout kills that worker, the spinner fails, the classmate is graded in full.
     Without the limit (--submission-timeout 0) the command would never return."""
     import sys
-    off = "c.IndependentChecks.judge_in_child = False\n"
+    off = PICKLED + "c.IndependentChecks.judge_in_child = False\n"
     course = spinner_and_classmate(make_course(tmp_path / "class", extra_config=off))
     proc = subprocess.run([sys.executable, "-m", "tinygpt_course.classroom", "multihead", "--no-progress",
                            "--course-dir", str(course), "--jobs", "2", "--retries", "0",

@@ -5,7 +5,7 @@ visible checks (what JupyterLab's Validate reports).
   not stop the cell: it says in one short paragraph what went wrong, reusing the judges'
   diagnosis of the checks that cover the step's lines, and the next steps (and Run All) go on.
 - ``check`` judges the learner's class, made with the lesson's default seed, against
-  ``reference.pt`` (the record of the lesson's solution for that seed, stored as data), and
+  ``reference.rec`` (the record of the lesson's solution for that seed, stored as data), and
   fails too when the runner could not print the check's lines or printed one that differs from
   the documented printout.
 - ``explain_numbers`` compares the lines the runner printed, and only those, with the
@@ -32,6 +32,7 @@ import torch
 
 from . import CheckFailed, paragraph, tutor
 from .protocol import Kind, Verdict
+from .record import RecordRejected, as_data
 
 STEP_SECONDS = 10        # a step (or a check's run of the learner's code) longer than this is stopped
 _latest = {}             # lesson name -> its last Printout in this kernel
@@ -42,9 +43,10 @@ _reported = []           # (lesson name, the learner's objects, mistake id, the 
 @functools.lru_cache(maxsize=None)
 def reference(lesson_name):
     """The stored record of the lesson's solution, for its default seed."""
-    path = resources.files(f"tinygpt_course.checks.{lesson_name}") / "reference.pt"
-    with resources.as_file(path) as p:
-        return torch.load(p, weights_only=True)
+    from .protocol import load_lesson
+    from .record import decode
+    path = resources.files(f"tinygpt_course.checks.{lesson_name}") / "reference.rec"
+    return decode(path.read_bytes(), load_lesson(lesson_name).schema)
 
 
 @functools.lru_cache(maxsize=None)
@@ -123,6 +125,10 @@ def verdict(lesson, check_id, ns):
     except OutOfTime:
         _too_slow.append((lesson.name, tuple(ns.values())))
         return Verdict.fail(Kind.FORWARD_ERROR, slow(), "too_slow")
+    try:                     # the record as grading judges it: data that fits the lesson's table
+        rec = as_data(rec, lesson.schema)
+    except RecordRejected as exc:
+        return Verdict.fail(Kind.NO_RESULT, f"the record is not what the checks produce ({exc})")
     return lesson.verdict(check_id, rec, reference(lesson.name))
 
 
@@ -395,7 +401,7 @@ class InKernel:
 
     A passing check prints a line starting with a tick; a failing one raises CheckFailed with
     the likely mistake and its fix. Nothing here computes the lesson's answer: the expected
-    values are the solution's record (reference.pt) and the documented printout (printout.txt),
+    values are the solution's record (reference.rec) and the documented printout (printout.txt),
     both stored data."""
 
     def __init__(self, lesson, names, free=(), what="weight lines"):

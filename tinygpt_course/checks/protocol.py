@@ -6,7 +6,9 @@ A lesson's checks live in the package ``tinygpt_course.checks.<lesson>`` and com
   (``ns`` is the namespace of the lesson's set-up cells with the answer cell run after them),
   loads fixed weights drawn from ``seed`` by parameter name and records *raw observations* only:
   shapes, names, types, tensors. Nothing in a record is a verdict. At grading time it runs in
-  the sandbox, so a record is untrusted data.
+  the sandbox, so a record is untrusted data: it comes back as bytes in the records' format
+  (``record.py``: safetensors and flat JSON, no pickle), checked against the lesson's table
+  ``schema.py`` before any judge reads it.
 - ``judge.py``, the **trusted side**: ``LESSON``, an instance of a :class:`Lesson` subclass whose
   ``judge(check_id, rec, ref)`` compares the learner's record with ``ref``, the record that the
   *same* extract made of the lesson's own solution (from ``source/``, run in the sandbox too,
@@ -16,7 +18,7 @@ A lesson's checks live in the package ``tinygpt_course.checks.<lesson>`` and com
 
 So no reference implementation lives in the installed library: the expected numbers come from
 running the teacher's solution, at grading time with a seed drawn by the grader, and in the
-learner's notebook from ``reference.pt``, the record of the solution for the notebook's seed,
+learner's notebook from ``reference.rec``, the record of the solution for the notebook's seed,
 stored as data beside the judge (``python -m tinygpt_course.grading.reference`` writes it; a test
 checks it is current).
 
@@ -246,6 +248,12 @@ class Lesson:
     def extract_module(self):
         """The learner-side module, by name: imported only where learner code runs."""
         return f"tinygpt_course.checks.{self.name}.extract"
+
+    @property
+    def schema(self):
+        """The table a record of this lesson must fit (``tinygpt_course.checks.<lesson>.schema``,
+        data only: trusted code imports it)."""
+        return importlib.import_module(f"tinygpt_course.checks.{self.name}.schema").SCHEMA
 
     def structure_problem(self, check_id, rec, ref):
         """How the learner's object stores its layers, against the solution's, as a failed

@@ -81,6 +81,11 @@ class IndependentChecks(NbGraderPreprocessor):
         "Judge each record in a child process within judge_timeout and judge_cpu_s. False judges in "
         "the grader's own process, with no budget: a record made to be slow stops the class "
         "(tests only)")).tag(config=True)
+    records_as_data = Bool(True, help=(
+        "Take each re-run's record back as data checked against the lesson's table "
+        "(tinygpt_course/checks/record.py) before any judge reads it. False takes it back pickled, "
+        "loaded with torch.load(weights_only=True): an object graph from a process the learner "
+        "controls (tests only)")).tag(config=True)
 
     def preprocess(self, nb, resources):
         state = resources.get("tinygpt", {})
@@ -116,7 +121,8 @@ class IndependentChecks(NbGraderPreprocessor):
             missing = Verdict.fail(Kind.NO_RESULT, "no answer: the answer cell is missing or is no longer a code cell")
             return {gid: missing for gid in source.test_ids}
         sandbox = Sandbox(config=self.config, log=self.log)
-        result = rerun(sandbox, source.name, source.setup, answer, state["seed"], self.timeout)
+        result = rerun(sandbox, source.name, source.setup, answer, state["seed"], self.timeout,
+                       pickled=not self.records_as_data)
         if result.record is None:
             failed = Verdict.fail(Kind.NO_RESULT, result.problem)
             return {gid: failed for gid in source.test_ids}

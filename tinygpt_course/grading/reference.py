@@ -3,8 +3,9 @@
 At grading time ``reference_record`` runs the lesson's solution (from source/) through the
 lesson's extract in the sandbox, with the grader's seed, once per grading process and seed.
 ``python -m tinygpt_course.grading.reference [lesson ...]`` writes, for the notebooks' own
-visible checks, ``tinygpt_course/checks/<lesson>/reference.pt``: the same record for the
-lesson's default seed, stored as data (tests/test_reference.py checks it is current).
+visible checks, ``tinygpt_course/checks/<lesson>/reference.rec``: the same record for the
+lesson's default seed, stored as data in the records' own format (tinygpt_course.checks.record;
+tests/test_checks_head_block.py and test_checks_gpt.py check it is current).
 """
 import argparse
 import os
@@ -15,6 +16,7 @@ from .rerun import rerun
 from .sandbox import Sandbox
 
 _cache = {}
+REFERENCE = "reference.rec"     # beside each lesson's judge
 
 
 def reference_record(lesson_source, seed, sandbox, timeout=120):
@@ -34,12 +36,13 @@ def source_notebook(course, lesson):
 
 def write_reference(course, lesson, dest=None):
     """Write the default-seed record of `lesson` beside its judge; return the path."""
-    import torch
     import tinygpt_course.checks
+    from ..checks.record import encode
     src = read_lesson(source_notebook(course, lesson))
     rec = reference_record(src, src.lesson.default_seed, Sandbox())
-    dest = dest or os.path.join(os.path.dirname(tinygpt_course.checks.__file__), lesson, "reference.pt")
-    torch.save(rec, dest)
+    dest = dest or os.path.join(os.path.dirname(tinygpt_course.checks.__file__), lesson, REFERENCE)
+    with open(dest, "wb") as f:
+        f.write(encode(rec))
     return dest
 
 

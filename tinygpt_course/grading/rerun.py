@@ -6,8 +6,12 @@ a fresh worker per job before the job is read (see that module). Each job, the s
 (tinygpt_course.grading.reference) as any learner's, gets a bubblewrap sandbox of its own,
 removed when the reply is in: no file, IPC object or process of one job is there for the next,
 and no process that runs a job has held another's data. This module never imports the server:
-learner code runs only over there. Records come back as bytes and are loaded with
-``torch.load(weights_only=True)``: plain tensors and containers, nothing that could run code here.
+learner code runs only over there. Records come back as bytes, which are data: checked against
+the lesson's table (``tinygpt_course.checks.<lesson>.schema``) before anything is built from them
+(tinygpt_course.checks.record); a record off the table fails that learner's checks with "the
+record is not what the checks produce". ``pickled=True`` is that defence switched off (tests
+only): the record saved with torch.save and loaded with ``torch.load(weights_only=True)``, whose
+object graph may share its parts (a few KB that never finishes being hashed).
 """
 import io
 import logging
@@ -113,11 +117,17 @@ def _server(lessons, fresh):
     return server
 
 
-def rerun(sandbox, lesson, setup, answer, seed, timeout, fresh=True):
+NOT_A_RECORD = "the record is not what the checks produce"
+
+
+def rerun(sandbox, lesson, setup, answer, seed, timeout, fresh=True, pickled=False):
     """Run `answer` after the set-up cells in a sandbox of its own and extract with `seed`.
-    fresh=False switches the per-job process and sandbox off (tests only)."""
-    import torch
-    job = {"lesson": lesson, "setup": list(setup), "answer": answer, "seed": int(seed), "timeout": timeout}
+    fresh=False switches the per-job process and sandbox off, pickled=True the record as data
+    (tests only)."""
+    from ..checks.protocol import load_lesson
+    from ..checks.record import REJECTED_EXIT, RecordRejected, decode
+    job = {"lesson": lesson, "setup": list(setup), "answer": answer, "seed": int(seed), "timeout": timeout,
+           "pickled": bool(pickled)}
     try:
         header, payload = _server([lesson], fresh).run(sandbox, job)
     except (ServerGone, TemplateUnavailable) as exc:   # a hung or killed server: the next job gets a fresh one
@@ -133,11 +143,19 @@ def rerun(sandbox, lesson, setup, answer, seed, timeout, fresh=True):
         return RerunResult(None, f"your answer, re-run on its own, ran past the {timeout} s limit (an endless loop?)")
     if header["status"] == "too_large":
         return RerunResult(None, "your answer, re-run on its own, left a result too large to read")
+    if header["exitcode"] == REJECTED_EXIT:
+        return RerunResult(None, f"{NOT_A_RECORD} ({quote(last)})")
     if header["exitcode"] != 0 or not payload:
         if "MemoryError" in last or "can't allocate memory" in last:
             return RerunResult(None, "your answer, re-run on its own, ran out of memory")
         return RerunResult(None, f"your answer, re-run on its own, stopped with exit code "
                                  f"{header['exitcode']}: {quote(last)}")
+    if not pickled:
+        try:
+            return RerunResult(decode(payload, load_lesson(lesson).schema), cpu_s=header.get("cpu_s"))
+        except RecordRejected as exc:
+            return RerunResult(None, f"{NOT_A_RECORD} ({quote(exc)})")
+    import torch
     try:
         rec = torch.load(io.BytesIO(payload), weights_only=True)
     except Exception as exc:

@@ -15,9 +15,11 @@ then sends the job and the sandbox's pid on stdin. Per job:
    does: tinygpt_course.zygote.join_sandbox), drops every capability, and forks the
    *runner*: inside the sandbox's PID namespace, its fresh /tmp, /dev and IPC namespace, with
    the sandbox's rlimits;
-3. the runner binds the lesson's ``extract`` and ``torch.save`` (bound at import, before any
-   learner code runs: replacing a module's globals later changes nothing here), runs the
-   set-up cells, the answer cell and the extract, and saves the record in its folder;
+3. the runner binds the lesson's ``extract`` and the record's encoder (bound at import, before
+   any learner code runs: replacing a module's globals later changes nothing here), runs the
+   set-up cells, the answer cell and the extract, and saves the record in its folder as data
+   (tinygpt_course.checks.record: safetensors and flat JSON; ``"pickled"`` in the job, the
+   defence switched off for tests, saves it with torch.save as before);
 4. the worker waits for it (the job's time limit), reads the record (a regular file, no
    symlink, capped) and the output's last lines, replies on stdout and exits. The grader then
    removes the sandbox: every process, file and IPC object of the job goes with it.
@@ -41,6 +43,7 @@ import tempfile
 import time
 
 from tinygpt_course import wire
+from tinygpt_course.checks.record import REJECTED_EXIT
 from tinygpt_course.zygote import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, join_sandbox, libc, set_limits
 
 MAX_RECORD = 256 * 2 ** 20
@@ -48,7 +51,8 @@ TAIL = 2000                 # bytes of the runner's output the reply carries
 EOF_EXIT = 3                # a worker's exit code when the grader has closed the pipe
 
 EXTRACTS = {}               # lesson -> its extract function, bound in the zygote
-SAVE = None                 # torch.save, bound in the zygote
+ENCODE = PICKLE = None      # tinygpt_course.checks.record.encode and torch.save, bound in the zygote
+REJECTED = None             # tinygpt_course.checks.record.RecordRejected
 ERROR_TEXT = COMPILED = None   # tinygpt_course.checks.common.error_text and compiled, bound in the zygote
 
 
@@ -78,8 +82,9 @@ def runner(job, folder):
         sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
         sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
         os.chdir(folder)
-        extract, save, error_text = EXTRACTS[job["lesson"]], SAVE, ERROR_TEXT   # bound before learner code
-        record = os.path.join(folder, "record.pt")
+        # bound before learner code
+        extract, encode, pickle, rejected, error_text = EXTRACTS[job["lesson"]], ENCODE, PICKLE, REJECTED, ERROR_TEXT
+        record = os.path.join(folder, "record.bin")
         ns = {"__name__": "__main__"}
         for i, source in enumerate(job["setup"]):
             run_cell(source, ns, f"set-up cell {i + 1}")
@@ -93,7 +98,17 @@ def runner(job, folder):
                        "init_exception": type(exc).__name__}
             else:
                 rec = extract(ns, job["seed"])
-        save(rec, record)
+        if job.get("pickled"):
+            pickle(rec, record)
+        else:
+            try:
+                data = encode(rec)
+            except rejected as exc:       # not a tree of plain data: say why, save nothing
+                print(f"the record is not what the checks produce: {exc}")
+                code = REJECTED_EXIT
+                return
+            with open(record, "wb") as f:
+                f.write(data)
         code = 0
     except BaseException:
         import traceback
@@ -158,7 +173,7 @@ def run_job(job, joined=None):
     header = {"status": status[0], "exitcode": status[1], "cpu_s": cpu}
     payload = b""
     if status[0] == "exited":
-        data = read_regular(os.path.join(folder, "record.pt"), MAX_RECORD)
+        data = read_regular(os.path.join(folder, "record.bin"), MAX_RECORD)
         if data is False:
             header["status"] = "too_large"
         elif data:
@@ -195,11 +210,12 @@ def worker(inp, out, reuse=False):
 
 
 def warm(lessons):
-    global SAVE, ERROR_TEXT, COMPILED
+    global ENCODE, PICKLE, REJECTED, ERROR_TEXT, COMPILED
     import torch
 
     from tinygpt_course.checks.common import compiled, error_text
-    SAVE, ERROR_TEXT, COMPILED = torch.save, error_text, compiled
+    from tinygpt_course.checks.record import RecordRejected, encode
+    ENCODE, PICKLE, REJECTED, ERROR_TEXT, COMPILED = encode, torch.save, RecordRejected, error_text, compiled
     for name in lessons:               # the lessons' extract halves, imported once
         EXTRACTS[name] = importlib.import_module(f"tinygpt_course.checks.{name}.extract").extract
 

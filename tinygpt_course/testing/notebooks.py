@@ -99,12 +99,14 @@ def namespace(lesson, answer):
 
 def record(lesson, answer, seed):
     """The raw record grading's re-run makes of `answer`, made here in this process: the
-    lesson's extract on the namespace() of its set-up cells and the answer."""
+    lesson's extract on the namespace() of its set-up cells and the answer, as data (encoded and
+    decoded against the lesson's table, as grading reads it back)."""
     import importlib
 
     from ..checks.protocol import load_lesson
+    from ..checks.record import as_data
     extract = importlib.import_module(load_lesson(lesson).extract_module).extract
-    return extract(namespace(lesson, answer), seed)
+    return as_data(extract(namespace(lesson, answer), seed), load_lesson(lesson).schema)
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,5 +1,5 @@
 # expect: shapes=0 weight_count=1 out_is_proj=0 attention_weights=0 causal=1
-# why: attack: replaces the checks' extract through sys.modules by one that replays the solution's stored record (reference.pt), though the re-run bound extract before the answer ran; forward returns x
+# why: attack: replaces the checks' extract through sys.modules by one that replays the solution's stored record (reference.rec), though the re-run bound extract before the answer ran; forward returns x
 class MultiHead(nn.Module):
     def __init__(self):
         super().__init__()

@@ -14,7 +14,7 @@ _frame = sys._getframe()
 while _frame is not None:
     _reply = _frame.f_locals.get("payload")
     if isinstance(_reply, bytes) and _reply:
-        open("record.pt", "wb").write(_reply)
+        open("record.bin", "wb").write(_reply)
         os._exit(0)
     _frame = _frame.f_back
 
