@@ -187,3 +187,58 @@ def test_the_catalogues_attacks_pass_only_with_the_defence_off(attack, before, f
     rec = rerun(sandbox, "multihead", src.setup, answer("multihead", attack).code, 7, 60, fresh=fresh).record
     passed = {gid for gid in src.test_ids if src.lesson.verdict(gid, rec, ref).passed}
     assert passed == ({"weight_count", "causal"} if fresh else set(src.test_ids)), passed
+
+
+# --- the course library is put back before the extract runs (tinygpt_course/rerun/bound.py) -------
+
+# a MultiHead stored right whose forward gives x back: honestly it earns what "forward returns x"
+# earns; the lines after it make the extract record heads that forward never ran
+def honest_x():
+    """The lesson's solution with a forward that gives x back."""
+    from tinygpt_course.testing.notebooks import solution
+    right = solution("multihead")
+    return right[:right.index("    def forward(self, x):")] + "    def forward(self, x):\n        return x\n"
+
+
+FORGERIES = {
+    "helper replaced": '''
+import sys
+_ex = sys.modules["tinygpt_course.checks.multihead.extract"]
+_real_run = _ex._run
+def _forged_run(m, x, rec, prefix):
+    _real_run(m, x, rec, prefix)
+    rec[prefix + "head_outs"] = [h(x).detach().clone() for h in m.heads]
+    rec[prefix + "head_calls"] = [0, 1]
+_ex._run = _forged_run
+''',
+    "code replaced": '''
+import sys
+def _forged_run(m, x, rec, prefix):
+    forward_record(m, x, rec, prefix, [])
+    rec[prefix + "head_outs"] = [h(x).detach().clone() for h in m.heads]
+    rec[prefix + "head_calls"] = [0, 1]
+sys.modules["tinygpt_course.checks.multihead.extract"]._run.__code__ = _forged_run.__code__
+''',
+}
+
+
+def passed(record, ref):
+    from tinygpt_course.checks.protocol import load_lesson
+    lesson = load_lesson("multihead")
+    return sorted(gid for gid in lesson.checks if lesson.verdict(gid, record, ref).passed)
+
+
+@pytest.mark.parametrize("forgery", FORGERIES)
+def test_a_replaced_helper_of_the_extract_forges_nothing(forgery):
+    """With the library put back, the forged answer's record is the honest one's; without it
+    (bound=False, the defence off) the forgery earns checks its forward never did."""
+    from tinygpt_course.grading.lesson import read_lesson
+    from tinygpt_course.testing.notebooks import solution, source_path
+    setup, sandbox = read_lesson(source_path("multihead")).setup, Sandbox()
+    ref = rerun(sandbox, "multihead", setup, solution("multihead"), 11, 60).record
+    honest = passed(rerun(sandbox, "multihead", setup, honest_x(), 11, 60).record, ref)
+    assert "out_is_proj" not in honest and "shapes" not in honest, honest
+    forged = honest_x() + FORGERIES[forgery]
+    assert passed(rerun(sandbox, "multihead", setup, forged, 11, 60).record, ref) == honest
+    off = passed(rerun(sandbox, "multihead", setup, forged, 11, 60, bound=False).record, ref)
+    assert set(off) > set(honest), (off, honest)

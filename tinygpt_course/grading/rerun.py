@@ -120,14 +120,14 @@ def _server(lessons, fresh):
 NOT_A_RECORD = "the record is not what the checks produce"
 
 
-def rerun(sandbox, lesson, setup, answer, seed, timeout, fresh=True, pickled=False):
+def rerun(sandbox, lesson, setup, answer, seed, timeout, fresh=True, pickled=False, bound=True):
     """Run `answer` after the set-up cells in a sandbox of its own and extract with `seed`.
-    fresh=False switches the per-job process and sandbox off, pickled=True the record as data
-    (tests only)."""
+    fresh=False switches the per-job process and sandbox off, pickled=True the record as data,
+    bound=False the library put back before the extract (tests only)."""
     from ..checks.protocol import load_lesson
     from ..checks.record import REJECTED_EXIT, RecordRejected, decode
     job = {"lesson": lesson, "setup": list(setup), "answer": answer, "seed": int(seed), "timeout": timeout,
-           "pickled": bool(pickled)}
+           "pickled": bool(pickled), "bound": bool(bound)}
     try:
         header, payload = _server([lesson], fresh).run(sandbox, job)
     except (ServerGone, TemplateUnavailable) as exc:   # a hung or killed server: the next job gets a fresh one

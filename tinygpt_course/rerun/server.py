@@ -16,8 +16,10 @@ then sends the job and the sandbox's pid on stdin. Per job:
    *runner*: inside the sandbox's PID namespace, its fresh /tmp, /dev and IPC namespace, with
    the sandbox's rlimits;
 3. the runner binds the lesson's ``extract`` and the record's encoder (bound at import, before
-   any learner code runs: replacing a module's globals later changes nothing here), runs the
-   set-up cells, the answer cell and the extract, and saves the record in its folder as data
+   any learner code runs), runs the set-up cells and the answer cell, puts the course library
+   back as the zygote imported it (tinygpt_course.rerun.bound: a helper, a function's code or a
+   module the answer replaced is the zygote's again), runs the extract, puts the library back
+   again (the extract ran the learner's forward), and saves the record in its folder as data
    (tinygpt_course.checks.record: safetensors and flat JSON; ``"pickled"`` in the job, the
    defence switched off for tests, saves it with torch.save as before);
 4. the worker waits for it (the job's time limit), reads the record (a regular file, no
@@ -44,6 +46,7 @@ import time
 
 from tinygpt_course import wire
 from tinygpt_course.checks.record import REJECTED_EXIT
+from tinygpt_course.rerun.bound import Library
 from tinygpt_course.zygote import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, join_sandbox, libc, set_limits
 
 MAX_RECORD = 256 * 2 ** 20
@@ -54,6 +57,7 @@ EXTRACTS = {}               # lesson -> its extract function, bound in the zygot
 ENCODE = PICKLE = None      # tinygpt_course.checks.record.encode and torch.save, bound in the zygote
 REJECTED = None             # tinygpt_course.checks.record.RecordRejected
 ERROR_TEXT = COMPILED = None   # tinygpt_course.checks.common.error_text and compiled, bound in the zygote
+LIBRARY = None              # tinygpt_course.rerun.bound.Library, taken in the zygote
 
 
 def run_cell(source, ns, label):
@@ -84,6 +88,7 @@ def runner(job, folder):
         os.chdir(folder)
         # bound before learner code
         extract, encode, pickle, rejected, error_text = EXTRACTS[job["lesson"]], ENCODE, PICKLE, REJECTED, ERROR_TEXT
+        put_back = LIBRARY.put_back if job.get("bound", True) else (lambda: None)   # False: the defence off
         record = os.path.join(folder, "record.bin")
         ns = {"__name__": "__main__"}
         for i, source in enumerate(job["setup"]):
@@ -97,7 +102,9 @@ def runner(job, folder):
                 rec = {"init_error": f"your answer cell raised {error_text(exc)}",
                        "init_exception": type(exc).__name__}
             else:
+                put_back()
                 rec = extract(ns, job["seed"])
+        put_back()
         if job.get("pickled"):
             pickle(rec, record)
         else:
@@ -210,7 +217,7 @@ def worker(inp, out, reuse=False):
 
 
 def warm(lessons):
-    global ENCODE, PICKLE, REJECTED, ERROR_TEXT, COMPILED
+    global ENCODE, PICKLE, REJECTED, ERROR_TEXT, COMPILED, LIBRARY
     import torch
 
     from tinygpt_course.checks.common import compiled, error_text
@@ -218,6 +225,7 @@ def warm(lessons):
     ENCODE, PICKLE, REJECTED, ERROR_TEXT, COMPILED = encode, torch.save, RecordRejected, error_text, compiled
     for name in lessons:               # the lessons' extract halves, imported once
         EXTRACTS[name] = importlib.import_module(f"tinygpt_course.checks.{name}.extract").extract
+    LIBRARY = Library.take()
 
 
 def main(argv=None):
