@@ -153,6 +153,7 @@ class Schema:
 
     def __init__(self, fields):
         self.fields = {tuple(p.split(SEP)): leaf for p, leaf in fields.items()}
+        self._seen = {}         # name -> its match: every learner's record has the same names
 
     @staticmethod
     def _fits(part, want):
@@ -179,7 +180,11 @@ class Schema:
         if len(name) > 300 or not all(p.isdigit() and int(p) < MAX_INDEX and (p == "0" or p[0] != "0")
                                       or KEY.match(p) for p in parts):
             raise RecordRejected(f"{name[:60]!r} is not a record's name")
-        return self._match(parts)
+        if name not in self._seen:
+            if len(self._seen) > 100_000:
+                self._seen.clear()
+            self._seen[name] = self._match(parts)
+        return self._seen[name]
 
 
 def _tensor_header(name, entry, leaf, container):
