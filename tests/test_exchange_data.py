@@ -61,6 +61,10 @@ def classroom():
     """A course (the teacher's, 0700), its exchange (hub/exchange_setup.py) and four students
     who submitted: the honest one the right answer, the others the release, then tampered."""
     import importlib.util
+    closed = hh.closed_to_others(BIN)
+    if closed is not None:
+        pytest.fail(f"the student accounts cannot run {BIN}/nbgrader: {closed} is closed to other users "
+                    f"(mode {closed.stat().st_mode & 0o777:o}); clone the checkout where other users may enter")
     base = Path(tempfile.mkdtemp(prefix="tinygpt-exchange-", dir="/var/tmp"))
     base.chmod(0o755)
     exchange = base / "exchange"

@@ -250,6 +250,15 @@ def uid(name: str) -> int:
     return pwd.getpwnam(name).pw_uid
 
 
+def closed_to_others(path: Path) -> Path | None:
+    """The first folder on the way to `path` that other users cannot enter (no o+x), or None:
+    a student account runs nothing below it (a checkout cloned into a `mktemp -d` folder, 0700)."""
+    for folder in reversed([Path(path), *Path(path).parents]):
+        if folder.is_dir() and not folder.stat().st_mode & 0o001:
+            return folder
+    return None
+
+
 def home(name: str) -> Path:
     return Path(pwd.getpwnam(name).pw_dir)
 
