@@ -53,6 +53,13 @@ def test_an_endless_loop_is_stopped_at_the_limit():
     assert "planted file: False" in report(LOOK)       # the server still serves
 
 
+def test_a_long_error_is_a_record_too():
+    """An answer cell raising 5000 characters: its record (the first 2000, after where it came
+    from) fits the table, so the learner reads what raised, not that the record is off."""
+    got = report('raise ValueError("x" * 5000)')
+    assert got.startswith("your answer cell raised ValueError: xxx") and len(got) > 2000, got[:200]
+
+
 def test_a_crash_is_reported_in_the_learners_terms():
     assert "stopped with exit code 3" in report("import os\nos._exit(3)")
     assert "ran out of memory" in report("x = bytearray(10 ** 11)") or "MemoryError" in report("x = bytearray(10 ** 11)")

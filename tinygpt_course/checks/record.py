@@ -106,7 +106,7 @@ class Leaf:
     kinds: frozenset
     dtypes: tuple = ("float32",)
     rank: int = 4
-    limit: int = 80
+    limit: int = 200
 
 
 def tensor(*dtypes, rank=4, none=True):
@@ -124,12 +124,13 @@ def text(limit=200, none=True):
 
 FLAG = Leaf(frozenset({"bool", "none"}))
 COUNT = Leaf(frozenset({"int", "none"}))
-NUMBER = Leaf(frozenset({"int", "float", "bool", "none"}))
 ANY_VALUE = Leaf(frozenset({"int", "float", "bool", "none", "str"}))   # a layer's settings: ("Linear", 32, 128)
 
 
-def error_fields(prefix, limit=2000, line_limit=500):
-    """What tinygpt_course.checks.common.record_error records of a failed step."""
+def error_fields(prefix, limit=2200, line_limit=500):
+    """What tinygpt_course.checks.common.record_error records of a failed step: an error's text is
+    cut at 2000 characters (common.ERROR_LIMIT), and the re-run or the build may say before it
+    where it came from ("your answer cell raised ...", "describing your Head failed: ...")."""
     return {prefix + "error": text(limit), prefix + "exception": text(), prefix + "error_name": text(),
             prefix + "error_line": text(line_limit), prefix + "error_module": text(),
             prefix + "error_on_self": FLAG, prefix + "error_name_is_attribute": FLAG,
