@@ -50,6 +50,7 @@ from tinygpt_course.rerun.bound import Library
 from tinygpt_course.zygote import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, join_sandbox, libc, set_limits
 
 MAX_RECORD = 256 * 2 ** 20
+RECORD = "record.bin"       # the runner's record, in its folder
 TAIL = 2000                 # bytes of the runner's output the reply carries
 EOF_EXIT = 3                # a worker's exit code when the grader has closed the pipe
 
@@ -89,7 +90,7 @@ def runner(job, folder):
         # bound before learner code
         extract, encode, pickle, rejected, error_text = EXTRACTS[job["lesson"]], ENCODE, PICKLE, REJECTED, ERROR_TEXT
         put_back = LIBRARY.put_back if job.get("bound", True) else (lambda: None)   # False: the defence off
-        record = os.path.join(folder, "record.bin")
+        record = os.path.join(folder, RECORD)
         ns = {"__name__": "__main__"}
         for i, source in enumerate(job["setup"]):
             run_cell(source, ns, f"set-up cell {i + 1}")
@@ -111,7 +112,7 @@ def runner(job, folder):
             try:
                 data = encode(rec)
             except rejected as exc:       # not a tree of plain data: say why, save nothing
-                print(f"the record is not what the checks produce: {exc}")
+                print(exc)                  # the grader says what this exit code means
                 code = REJECTED_EXIT
                 return
             with open(record, "wb") as f:
@@ -180,7 +181,7 @@ def run_job(job, joined=None):
     header = {"status": status[0], "exitcode": status[1], "cpu_s": cpu}
     payload = b""
     if status[0] == "exited":
-        data = read_regular(os.path.join(folder, "record.bin"), MAX_RECORD)
+        data = read_regular(os.path.join(folder, RECORD), MAX_RECORD)
         if data is False:
             header["status"] = "too_large"
         elif data:
