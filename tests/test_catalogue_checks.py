@@ -104,5 +104,8 @@ def test_every_mistake_is_named_by_its_id(lesson):
     named = {a.mistake for a in answers}
     assert set(load_lesson(lesson).mistakes) <= named, set(load_lesson(lesson).mistakes) - named
     every = {a.mistake for name in LESSONS for a in catalogue.answers(name)}
+    # not_computed is no learner's mistake: only a record not made by running the learner's layers
+    # with the grader's weights names it, as tests/test_anchors.py shows for every lesson
+    every |= {"not_computed"}
     assert set(SHARED_MISTAKES) <= every, set(SHARED_MISTAKES) - every
     assert all(MISTAKE_ID.match(m) for m in declared)

@@ -249,3 +249,61 @@ def test_a_replaced_helper_of_the_extract_forges_nothing(forgery):
     assert passed(rerun(sandbox, "multihead", setup, forged, 11, 60).record, ref) == honest
     off = passed(rerun(sandbox, "multihead", setup, forged, 11, 60, bound=False).record, ref)
     assert set(off) > set(honest), (off, honest)
+
+
+# --- every point needs the right computation (Lesson.anchor; tests/test_anchors.py judges records) ---
+
+# a blank answer: heads of the lesson's shape that compute nothing of the lesson's (zeros), and a
+# forward that finds the record being made through the stack and fills it with the solution's
+# stored record (reference.rec, installed as data for the notebook's checks), returning its out
+BLANK_FORGER = '''
+import sys
+from tinygpt_course.checks import notebook as _nb
+_replayed = _nb.reference("multihead")
+
+
+class Head(nn.Module):
+    def __init__(self, head_size):
+        super().__init__()
+        self.key = nn.Linear(n_embd, head_size, bias=False)
+        self.query = nn.Linear(n_embd, head_size, bias=False)
+        self.value = nn.Linear(n_embd, head_size, bias=False)
+
+    def forward(self, x):
+        return torch.zeros(x.shape[0], x.shape[1], self.key.out_features)
+
+
+class MultiHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList([Head(16) for _ in range(2)])
+        self.proj = nn.Linear(n_embd, n_embd)
+        self.calls = 0
+
+    def forward(self, x):
+        frame = sys._getframe(1)
+        while frame is not None and not isinstance(frame.f_locals.get("rec"), dict):
+            frame = frame.f_back
+        if frame is not None:
+            frame.f_locals["rec"].update({k: v for k, v in _replayed.items() if k != "structure"})
+        self.calls += 1          # the extract's third pass is the changed batch
+        return _replayed["changed_out" if self.calls >= 3 else "out"]
+'''
+
+
+def test_a_blank_answer_that_forges_its_record_scores_nothing(monkeypatch):
+    """Re-run in the sandbox with the grader's seed: the forged record scores 0 of 7 and names
+    not_computed where its numbers only agree with each other; with the defence off
+    (Lesson.anchored = False) the same record scores shapes, weight_count and causal."""
+    from tinygpt_course.checks.protocol import load_lesson
+    from tinygpt_course.grading.lesson import read_lesson
+    from tinygpt_course.testing.notebooks import solution, source_path
+    setup, sandbox = read_lesson(source_path("multihead")).setup, Sandbox()
+    ref = rerun(sandbox, "multihead", setup, solution("multihead"), 11, 60).record
+    forged = rerun(sandbox, "multihead", setup, BLANK_FORGER, 11, 60).record
+    assert forged["changed_out"].shape == ref["changed_out"].shape      # the forgery reached the record
+    assert passed(forged, ref) == []
+    lesson = load_lesson("multihead")
+    assert {lesson.verdict(c, forged, ref).mistake for c in ("weight_count", "causal")} == {"not_computed"}
+    monkeypatch.setattr(type(lesson), "anchored", False)
+    assert passed(forged, ref) == ["causal", "shapes", "weight_count"]

@@ -186,6 +186,34 @@ def forward_record(m, x, rec, prefix, hooks=()):
 
 
 @contextlib.contextmanager
+def evaluating(m):
+    """The learner's module in eval mode (dropout off) while its layers are probed; every
+    submodule's mode put back after."""
+    try:
+        modes = [(mod, mod.training) for mod in m.modules()]
+        m.eval()
+    except Exception:               # the learner's module: anything can happen
+        modes = []
+    try:
+        yield
+    finally:
+        for mod, mode in modes:
+            mod.training = mode
+
+
+def probe(fn):
+    """fn(), a learner's layer run alone on a known input, detached; None when it raises or gives
+    no tensor. The judge compares it with the solution's layer on the same input, so a check of
+    how the layers are stored is scored on numbers they compute."""
+    import torch
+    try:
+        out = fn()
+    except Exception:               # the learner's layer: anything can happen
+        return None
+    return out.detach().clone() if torch.is_tensor(out) else None
+
+
+@contextlib.contextmanager
 def watching(rec, prefix=""):
     """Record how the block's code uses two tensor operations that are easy to misuse, as raw
     observations: rec[prefix + 'masked_fill_calls'], how often masked_fill (which returns a new

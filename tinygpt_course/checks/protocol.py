@@ -74,6 +74,8 @@ SHARED_MISTAKES = {
     "too_slow": "the learner's code ran longer than a check allows (a loop that never ends)",
     "ignores_last_letter": "changing the last letter did not change the last position's output",
     "dropout_on": "something random (dropout with p > 0) runs in forward: two runs on one input differ",
+    "not_computed": "a check's numbers are not what the learner's layers give with the fixed weights: "
+                    "the part the check credits never ran on the input, or the record was not made by running it",
 }
 # The raw Python and torch errors learners hit in the answer cell: a build_error or forward_error
 # is refined into one of these where the record's raw observations show it (raw_mistake).
@@ -215,6 +217,16 @@ class Lesson:
     mistakes = {}        # mistake id -> what it is, one line: every id this lesson's judge names
 
     shape_checks = ("shapes", "weight_count")   # checks that compare no numbers: dropout spoils none
+    # Every point needs the right computation: a check that passes on a relation between the
+    # record's own numbers (shapes, counts, earlier positions unchanged) must also find, in the
+    # part it credits, numbers only the learner's layers give with the fixed weights drawn from
+    # the grader's seed (``anchor``). Off (tests only), a record replayed from other weights, or
+    # made up to agree with itself, scores those checks.
+    anchored = True
+    # the checks that can pass on a relation between the record's own numbers, each with the
+    # forward run (the record's prefix) whose numbers may show the computation; weight_count has
+    # none: only the stored layers, run alone, show it
+    anchored_checks = {"weight_count": None, "shapes": "", "causal": "changed_"}
 
     @property
     def all_mistakes(self):
@@ -273,7 +285,44 @@ class Lesson:
             problem = self.random_problem(rec)
             if problem:
                 return problem
-        return getattr(self, "_" + check_id)(rec, ref)
+        verdict = getattr(self, "_" + check_id)(rec, ref)
+        if verdict.passed and self.anchored:
+            missing = self.anchor(check_id, rec, ref)
+            if missing:
+                return Verdict.fail(Kind.WRONG_VALUE, (
+                    f"{missing} Each check is scored on numbers that your {self.task_class} computes with "
+                    "the fixed weights, not on numbers that only agree with each other."), "not_computed")
+        return verdict
+
+    def layers_computed(self, rec, ref):
+        """For each stored layer the extract ran alone on a known input (rec['alone'] and the
+        like), whether it gave what the solution's layer gives with the fixed weights: a list
+        of bools."""
+        raise NotImplementedError
+
+    def forward_computed(self, rec, ref, prefix):
+        """The learner's forward pass recorded under `prefix` holds numbers only the fixed weights
+        give: an output or a hand-over between layers that is the solution's."""
+        raise NotImplementedError
+
+    def anchor(self, check_id, rec, ref):
+        """Why the record's numbers for ``check_id`` are not what the learner's layers compute
+        with the fixed weights, one sentence; None when they are. weight_count needs every
+        stored layer, run alone, to give the solution's numbers; another check in
+        anchored_checks needs one of them to, or its forward run to hold the solution's
+        numbers: no record made without running the learner's layers with the grader's
+        weights passes it. The other checks compare the solution's numbers themselves."""
+        if check_id not in self.anchored_checks:
+            return None
+        layers, prefix = self.layers_computed(rec, ref), self.anchored_checks[check_id]
+        if prefix is None:         # the weights counted: every stored layer must be the lesson's
+            return None if layers and all(layers) else (
+                f"your {self.task_class}'s stored layers, each run alone on a known input, do not give "
+                "what the lesson's layers give with the fixed weights.")
+        if any(layers) or self.forward_computed(rec, ref, prefix):
+            return None
+        return (f"neither your {self.task_class}'s stored layers nor its forward pass give the numbers of "
+                "the lesson's layers with the fixed weights.")
 
     def random_problem(self, rec, key="out"):
         """Two runs on the same input (rec[key], rec['again_' + key]) gave different numbers:

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ...config import SIZES
-from ..common import changed_last_letter, forward_record, run_fixed
+from ..common import changed_last_letter, evaluating, forward_record, probe, run_fixed
 from ..multihead.extract import weight_spec as attention_spec
 from ..weights import canonical_state
 
@@ -95,6 +95,9 @@ def _run(m, x, rec, prefix):
                 seen[name + "_in"], seen[name + "_out"] = inputs[0].detach().clone(), output.detach().clone()
         return hook
 
+    rec[prefix + "x"] = x.detach().clone()               # before forward: it may change x in place
+    with evaluating(m):                                  # the stored attention alone on this input
+        rec[prefix + "sa_alone"] = probe(lambda: m.sa(x))
     hooks = [getattr(m, name).register_forward_hook(keep(name)) for name in ("sa", "ffwd")]
     forward_record(m, x, rec, prefix, hooks)
     for key, value in seen.items():
@@ -109,7 +112,9 @@ def extract(ns, seed):
         rec["norms"] = {f"{ln}.{p}": m.get_parameter(f"{ln}.{p}").detach().clone()
                         for ln in NORMS for p in ("weight", "bias")}
         x = embed(xb)
-        rec["x"] = x.detach().clone()
+        # each stored layer run alone on x: what the layers __init__ built compute
+        with evaluating(m):
+            rec["alone"] = {name: probe(lambda name=name: getattr(m, name)(x)) for name in ("ffwd",) + NORMS}
         _run(m, x, rec, "")
         forward_record(m, x, rec, "again_")      # two runs differ when dropout is left on
         _run(m, embed(changed_last_letter(xb)), rec, "changed_")

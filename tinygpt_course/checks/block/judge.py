@@ -179,6 +179,15 @@ def residual_problem(rec, ref):
     return fail("out is not x + attention's output + feed-forward's output.", "residual_wrong")
 
 
+def computed(rec, ref, prefix=""):
+    """The forward pass on this input computed with the fixed weights: its output or the
+    attention's is the solution's, or the attention got the block's input itself and gave what
+    the stored attention gives on it."""
+    sa_out = rec.get(prefix + "sa_out")
+    return (close(rec.get(prefix + "out"), ref[prefix + "out"]) or close(sa_out, ref[prefix + "sa_out"])
+            or (close(rec.get(prefix + "sa_in"), ref[prefix + "x"]) and close(sa_out, ref[prefix + "sa_alone"])))
+
+
 class BlockLesson(Lesson):
     name = "block"
     task_class, build_args = "Block", ""
@@ -226,6 +235,15 @@ class BlockLesson(Lesson):
 
     def structure_problem(self, check_id, rec, ref):
         return structure_problem(rec["structure"], ref["structure"])
+
+    anchored_checks = {**Lesson.anchored_checks, "residuals": ""}
+
+    def layers_computed(self, rec, ref):
+        alone = rec.get("alone") or {}
+        return [close(rec.get("sa_alone"), ref["sa_alone"])] + [close(alone.get(k), v) for k, v in ref["alone"].items()]
+
+    def forward_computed(self, rec, ref, prefix):
+        return computed(rec, ref, prefix)
 
     def _shapes(self, rec, ref):
         problem = forward_problem(rec, ref)

@@ -10,7 +10,8 @@ def _forward(prefix):
 
 def _run(prefix):
     """What extract._run records: the pass, and what the attention and feed-forward got and gave."""
-    return {**_forward(prefix), **{prefix + k: tensor(*NUMBERS) for k in ("sa_in", "sa_out", "ffwd_in", "ffwd_out")}}
+    return {**_forward(prefix), prefix + "x": tensor(),
+            **{prefix + k: tensor(*NUMBERS) for k in ("sa_in", "sa_out", "ffwd_in", "ffwd_out", "sa_alone")}}
 
 
 SCHEMA = Schema({
@@ -20,6 +21,6 @@ SCHEMA = Schema({
     "structure/ffwd_inner": text(), "structure/ffwd_layers": NONE, "structure/ffwd_layers/#/#": ANY_VALUE,
     "structure/ln1_shape": NONE, "structure/ln1_shape/#": COUNT,
     "structure/ln2_shape": NONE, "structure/ln2_shape/#": COUNT, "structure/norms_shared": FLAG,
-    "norms/*": tensor(), "x": tensor(),
+    "norms/*": tensor(), "alone/*": tensor(*NUMBERS),
     **_run(""), **_forward("again_"), **_run("changed_"),
 })

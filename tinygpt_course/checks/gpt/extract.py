@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...config import SIZES
-from ..common import record_error, run_fixed
+from ..common import evaluating, probe, record_error, run_fixed
 from ..weights import linear_init
 
 SHORT = 5           # letters in the short window
@@ -51,8 +51,12 @@ def fixed_value(seed, name, module, p):
 
 
 def load_fixed_weights(m, seed):
+    loaded = set()      # a tensor two layers share (weight tying) gets the first one's weights
     for mod_name, module in m.named_modules():
         for p_name, p in module.named_parameters(recurse=False):
+            if id(p) in loaded:
+                continue
+            loaded.add(id(p))
             name = f"{mod_name}.{p_name}" if mod_name else p_name
             p.copy_(fixed_value(seed, name, module, p))
 
@@ -198,6 +202,16 @@ def extract(ns, seed):
     GPT, xb, yb = ns["GPT"], ns["xb"], ns["yb"]
 
     def measure(m, rec):
+        # each stored layer run alone: the embeddings on the batch and its positions, every block,
+        # the final layer norm and the output layer on the token embeddings
+        blocks = getattr(m, "blocks", None)
+        blocks = list(blocks)[:SIZES.n_layer + 2] if isinstance(blocks, (nn.Sequential, nn.ModuleList)) else []
+        z = torch.randn(SIZES.batch_size, SIZES.block_size, SIZES.n_embd,      # a known input
+                        generator=torch.Generator().manual_seed(named_seed(seed, "probe")))
+        with evaluating(m):
+            rec["alone"] = {"tok": probe(lambda: m.token_emb(xb)), "pos": probe(lambda: m.pos_emb(torch.arange(xb.shape[1]))),
+                            "ln_f": probe(lambda: m.ln_f(z)), "lm_head": probe(lambda: m.lm_head(z)),
+                            "blocks": [probe(lambda b=b: b(z)) for b in blocks]}
         _forward(m, rec, "", xb)
         _forward(m, rec, "again_", xb)               # two runs differ when dropout is left on
         _forward(m, rec, "short_", xb[:, :SHORT])

@@ -8,6 +8,7 @@ generate gave it. Nothing here runs learner code or computes the lesson's answer
 numbers are the solution's, in ``ref``.
 """
 import torch
+import torch.nn.functional as F
 
 from ...config import SIZES
 from ..protocol import Kind, Lesson, Verdict, close, n_params, raw_mistake, shape_of
@@ -61,6 +62,17 @@ def structure_problem(s, ref_s):
                 + ": use the names the task gives, token_emb, pos_emb, blocks, ln_f, lm_head.", "other_names")
 
 
+def cross_entropy_is(loss, x, y):
+    """loss is F.cross_entropy(x, y) (the mean), computed here from the recorded call's input and
+    target: the call's own recorded result is the learner process's word, not a computation."""
+    if x.dtype != torch.float32 or y.dtype != torch.int64 or x.dim() not in (2, 3) or y.dim() not in (1, 2):
+        return False
+    try:
+        return close(loss.reshape(()), F.cross_entropy(x, y))
+    except (RuntimeError, ValueError, IndexError):
+        return False
+
+
 def run_problem(rec, prefix=""):
     """forward raised or gave something that is not (logits, loss): a failed Verdict, or None."""
     raised = LESSON.forward_raised(rec, prefix)
@@ -74,6 +86,15 @@ def run_problem(rec, prefix=""):
         return Verdict.fail(Kind.WRONG_SHAPE, "forward's first result, the logits, is not a tensor.",
                             "not_logits_and_loss")
     return None
+
+
+def computed(rec, ref, prefix=""):
+    """The forward pass on this input computed with the fixed weights: its logits, what the
+    first block got (with or without the positions), what the blocks gave or what the output
+    layer got is the solution's."""
+    block_in = rec.get(prefix + "block_in")
+    return (any(close(rec.get(prefix + k), ref[prefix + k]) for k in ("logits", "block_in", "blocks_out", "lm_head_in"))
+            or (not prefix.startswith("short") and close(block_in, ref["alone"]["tok"])))
 
 
 class GPTLesson(Lesson):
@@ -132,6 +153,18 @@ class GPTLesson(Lesson):
 
     def random_problem(self, rec, key="logits"):
         return super().random_problem(rec, key)
+
+    anchored_checks = {"weight_count": None, "shapes": "", "loss": "train_"}
+
+    def layers_computed(self, rec, ref):
+        alone, want = rec.get("alone") or {}, ref["alone"]
+        blocks = alone.get("blocks")
+        return [close(alone.get(k), want[k]) for k in ("tok", "pos", "ln_f", "lm_head")] + (
+            [close(a, b) for a, b in zip(blocks, want["blocks"])]
+            if isinstance(blocks, list) and len(blocks) == len(want["blocks"]) else [False])
+
+    def forward_computed(self, rec, ref, prefix):
+        return computed(rec, ref, prefix)
 
     def _shapes(self, rec, ref):
         problem = run_problem(rec)
@@ -280,8 +313,8 @@ class GPTLesson(Lesson):
                 "the loss is not F.cross_entropy of the flattened logits and the flattened targets."), "loss_not_ce")
         # the logits differ (the forward check says why): judge the loss on its own logits
         for call in calls:
-            if close(call.get("out"), loss) and torch.is_tensor(logits):
-                x, y = call["input"], call["target"]
+            x, y = call.get("input"), call.get("target")
+            if torch.is_tensor(logits) and torch.is_tensor(x) and torch.is_tensor(y) and cross_entropy_is(loss, x, y):
                 if x.dim() == 2 and close(x, logits.reshape(x.shape)) and torch.equal(y.flatten(), target.flatten()):
                     if call.get("reduction") == "mean":
                         return Verdict.ok("the loss is F.cross_entropy of your logits and the targets")

@@ -24,5 +24,6 @@ SCHEMA = Schema({
     "structure/block_types": NONE, "structure/block_types/#": text(), "structure/has_generate": FLAG,
     **_forward(""), **_forward("again_"), **_forward("short_"), **_forward("train_"),
     **{f"ce_calls/#/{k}": tensor(*NUMBERS) for k in ("input", "target", "out")}, "ce_calls/#/reduction": text(),
+    **{f"alone/{k}": tensor(*NUMBERS) for k in ("tok", "pos", "ln_f", "lm_head")}, "alone/blocks/#": tensor(*NUMBERS),
     "gen_table": tensor(), "gen_start": tensor("int64"), **_generate("gen1"), **_generate("gen2"),
 })

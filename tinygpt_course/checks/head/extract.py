@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ...config import SIZES
-from ..common import changed_last_letter, forward_record, run_fixed, watching
+from ..common import changed_last_letter, evaluating, forward_record, probe, run_fixed, watching
 from ..weights import canonical_state
 
 PARTS = ("key", "query", "value")     # the task's order, which is also the order of the draws
@@ -78,6 +78,9 @@ def extract(ns, seed):
 
     def measure(m, rec):
         x = embed(xb)
+        # each stored layer run alone on x: what the layers __init__ built compute
+        with evaluating(m):
+            rec["alone"] = {SHORT[part]: probe(lambda part=part: getattr(m, part)(x)) for part in PARTS}
         _run(m, x, rec, "")
         _run(m, x, rec, "again_")
         _run(m, x[:, :WINDOW], rec, "short_")

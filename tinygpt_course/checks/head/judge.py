@@ -193,6 +193,14 @@ def near_misses(ref):
     ]
 
 
+def computed(rec, ref, prefix=""):
+    """The forward pass on this input computed with the fixed weights: its output or its
+    weights are the solution's, or every layer output it made (of key, query, value) is."""
+    layers = [k for k in ("k", "q", "v") if rec.get(prefix + k) is not None]
+    return (close(rec.get(prefix + "out"), ref[prefix + "out"]) or close(rec.get(prefix + "weights"), ref[prefix + "weights"])
+            or (bool(layers) and all(close(rec[prefix + k], ref[prefix + k]) for k in layers)))
+
+
 class HeadLesson(Lesson):
     name = "head"
     task_class, build_args = "Head", str(HS)
@@ -239,6 +247,15 @@ class HeadLesson(Lesson):
 
     def structure_problem(self, check_id, rec, ref):
         return structure_problem(rec["structure"], ref["structure"])
+
+    anchored_checks = {**Lesson.anchored_checks, "rows_and_mask": "", "out_is_weighted_values": ""}
+
+    def layers_computed(self, rec, ref):
+        alone = rec.get("alone") or {}
+        return [close(alone.get(k), ref["alone"][k]) for k in ("k", "q", "v")]
+
+    def forward_computed(self, rec, ref, prefix):
+        return computed(rec, ref, prefix)
 
     def _weight_count(self, rec, ref):
         return Verdict.ok(f"weights to learn: {n_params(ref['structure'])} | the mask is a registered buffer")

@@ -16,4 +16,5 @@ SCHEMA = Schema({
     "structure/layers/*/type": text(), "structure/layers/*/features": NONE,
     "structure/layers/*/features/#": COUNT, "structure/layers/*/has_bias": FLAG,
     **_run(""), **_run("again_"), **_run("short_"), **_run("changed_"),
+    **{"alone/" + k: tensor(*NUMBERS) for k in ("k", "q", "v")},
 })

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ...config import SIZES
-from ..common import changed_last_letter, forward_record, run_fixed
+from ..common import changed_last_letter, evaluating, forward_record, probe, run_fixed
 from ..weights import canonical_state
 
 
@@ -88,11 +88,11 @@ def extract(ns, seed):
                                if torch.is_tensor(getattr(head, "weights", None)) else None
                                for head in m.heads]
         forward_record(m, x, rec, "again_")      # two runs differ when dropout is left on
-        rec["each_head_shape"] = []              # each head run on x alone, as the printout does
-        for head in m.heads:
-            one = {}
-            forward_record(head, x, one, "")
-            rec["each_head_shape"].append(list(one["out"].shape) if "out" in one else None)
+        # each stored head run on x alone (as the printout does), and the stored projection on
+        # them joined: what the layers __init__ built compute, whatever forward does with them
+        with evaluating(m):
+            alone = rec["alone_outs"] = [probe(lambda head=head: head(x)) for head in m.heads]
+            rec["proj_probe"] = probe(lambda: m.proj(torch.cat(alone, dim=-1)))
         _run(m, embed(changed_last_letter(xb)), rec, "changed_")
 
     return run_fixed(ns["MultiHead"], describe, loadable, load_fixed_weights, seed, measure)

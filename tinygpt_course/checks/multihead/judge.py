@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from ...config import SIZES
-from ..protocol import Kind, Lesson, Verdict, close, n_params
+from ..protocol import Kind, Lesson, Verdict, close, n_params, shape_of
 
 B, T, C, HS, NH = SIZES.batch_size, SIZES.block_size, SIZES.n_embd, SIZES.head_size, SIZES.n_heads
 LAST = SIZES.last
@@ -120,6 +120,22 @@ def forward_problem(rec, ref, prefix=""):
     return None
 
 
+def heads_ran(rec, ref, prefix=""):
+    """Forward ran the stored heads on its input: every head call it made gave what that head of
+    the solution gives (a head called twice, or one left out, still shows its numbers)."""
+    calls, outs, want = rec.get(prefix + "head_calls") or [], rec.get(prefix + "head_outs") or [], ref[prefix + "head_outs"]
+    return bool(calls) and len(calls) == len(outs) and all(
+        isinstance(k, int) and 0 <= k < len(want) and close(o, want[k]) for k, o in zip(calls, outs))
+
+
+def computed(rec, ref, prefix=""):
+    """The forward pass on this input computed with the fixed weights: its output, what proj
+    received or what the heads gave is the solution's."""
+    proj_in, want = rec.get(prefix + "proj_in") or [], ref[prefix + "proj_in"]
+    return (close(rec.get(prefix + "out"), ref[prefix + "out"])
+            or (proj_in and close(proj_in[0], want[0])) or heads_ran(rec, ref, prefix))
+
+
 class MultiHeadLesson(Lesson):
     name = "multihead"
     task_class, build_args = "MultiHead", ""
@@ -161,6 +177,14 @@ class MultiHeadLesson(Lesson):
     def structure_problem(self, check_id, rec, ref):
         return structure_problem(rec["structure"], ref["structure"], for_count=check_id == "weight_count")
 
+    def layers_computed(self, rec, ref):
+        outs, want = rec.get("alone_outs"), ref["alone_outs"]
+        heads = [close(a, b) for a, b in zip(outs, want)] if isinstance(outs, list) and len(outs) == len(want) else [False]
+        return heads + [close(rec.get("proj_probe"), ref["proj_probe"])]
+
+    def forward_computed(self, rec, ref, prefix):
+        return computed(rec, ref, prefix)
+
     def _weight_count(self, rec, ref):
         n, expected = n_params(rec["structure"]), n_params(ref["structure"])
         if n != expected:
@@ -175,7 +199,7 @@ class MultiHeadLesson(Lesson):
             return problem
         outs = [list(o.shape) for o in rec.get("head_outs", [])]
         if not outs and problem is None:   # forward did not call the heads (batched): run alone
-            outs = rec.get("each_head_shape") or []
+            outs = [shape_of(o) for o in rec.get("alone_outs") or []]
         if outs != want_outs:
             return Verdict.fail(Kind.WRONG_SHAPE, f"each head should give {want_outs[0]}; yours gave {outs}.",
                                 "out_shape")

@@ -22,5 +22,5 @@ SCHEMA = Schema({
     "structure/proj_type": text(), "structure/proj_features": NONE, "structure/proj_features/#": COUNT,
     "structure/proj_has_bias": FLAG,
     **_run(""), **_forward("again_"), **_run("changed_"),
-    "head_weights/#": tensor(*NUMBERS), "each_head_shape/#": NONE, "each_head_shape/#/#": COUNT,
+    "head_weights/#": tensor(*NUMBERS), "alone_outs/#": tensor(*NUMBERS), "proj_probe": tensor(*NUMBERS),
 })
