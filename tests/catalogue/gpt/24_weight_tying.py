@@ -1,5 +1,5 @@
 # expect: shapes=1 weight_count=0 positions=1 forward=0 loss=2 generate=2
-# why: weight tying, the token embedding and the output layer share one weight (as GPT-2); the fixed weights load once per tensor, the embedding's, so the positions check passes
+# why: weight tying, the token embedding and the output layer share one weight (as GPT-2)
 # mistake: weight_tying
 # fails: weight_count structure: weight tying
 class GPT(nn.Module):
