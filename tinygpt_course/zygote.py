@@ -1,10 +1,12 @@
-"""What the two warm processes that fork learner code share: the kernel template
+"""The one warm-process mechanism of the two servers that fork learner code: the kernel template
 (tinygpt_course.kernelfork.server, a grading kernel per notebook) and the re-run zygote
-(tinygpt_course.rerun.server, a re-run per job). Each forks a process that joins a sandbox
-bubblewrap made (:func:`join_sandbox`: its cgroups, every namespace, its uid, no capability,
-no_new_privs, its seccomp filter) and forks the process that runs learner code there, under one
-table of rlimits (:data:`LIMITS`, :func:`set_limits`: the names Sandbox.rlimits() gives). One
-mechanism: neither server imports the other.
+(tinygpt_course.rerun.server, a re-run per job). Both :func:`serve`: having imported what
+their jobs need once, they fork a fresh *worker* for every job *before* that job is read, so the
+warm process itself never holds a job; the worker reads it, joins the sandbox bubblewrap made
+for it (:func:`join_sandbox`: its cgroups, every namespace, its uid, no capability,
+no_new_privs, its seccomp filter), forks the process that runs learner code there under one
+table of rlimits (:data:`LIMITS`, :func:`set_limits`: the names Sandbox.rlimits() gives) and
+replies. Neither server imports the other.
 
 Standard library only (and the seccomp filter, itself standard library only).
 """
@@ -46,6 +48,61 @@ def reap():
             return
         if pid == 0:
             return
+
+
+EOF_EXIT = 3                # a worker's exit code when the grader has closed the pipe
+REPLIED = b"r"              # a worker's word to serve() that it has replied: the next may read
+
+
+def serve(inp, out, handle, reuse=False):
+    """Serve jobs until the grader closes `inp` (raw, unbuffered: a worker reads exactly its own
+    job). For each job, a fresh fork of this process, the *worker*, reads it (framed as
+    tinygpt_course.wire says) and calls ``handle(job)``, which gives ``(header, payload, then)``:
+    the reply (payload bytes or None), written to `out`, and what the worker does after it
+    (None, or a function: the kernel's keeper waits for its kernel). The next worker is forked
+    as soon as this one has replied, or ended, so a keeper waits in parallel with the next;
+    ended workers are reaped. ``reuse`` (tests only, the defence off): one worker reads and
+    handles every job."""
+    while True:
+        reap()
+        done_r, done_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(done_r)
+            _worker(inp, out, handle, done_w, reuse)
+        os.close(done_w)
+        word = os.read(done_r, 1)
+        os.close(done_r)
+        if word != REPLIED:        # ended without replying: at the end of the jobs, or failed
+            _, status = os.waitpid(pid, 0)
+            if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EOF_EXIT:
+                return
+
+
+def _worker(inp, out, handle, done, reuse):
+    """Read one job (every job if `reuse`), handle it, reply, tell serve(); never returns."""
+    import signal
+
+    from tinygpt_course import wire
+    code = 1
+    try:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        while True:
+            job = wire.read(inp)
+            if job is None:
+                code = EOF_EXIT
+                break
+            header, payload, then = handle(job)
+            wire.write(out, header, payload)
+            if not reuse:
+                os.write(done, REPLIED)
+                os.close(done)
+                if then is not None:
+                    then()
+                code = 0
+                break
+    finally:
+        os._exit(code)
 
 
 def drop_capabilities():

@@ -11,11 +11,13 @@ Per kernel (one job on stdin, one reply on stdout, messages framed as in tinygpt
 1. the grader starts the kernel's sandbox exactly as for a cold start (bubblewrap with the
    notebook's folder writable and the notebooks in it hidden, tinygpt_course.grading.sandbox),
    but running a placeholder instead of the kernel, and sends its pid here;
-2. the template forks a *keeper*, which joins every namespace of that sandbox with ``setns``
+2. the template has already forked a *keeper* (tinygpt_course.zygote.serve, as the re-run zygote
+   forks its workers), which reads the job, joins every namespace of that sandbox with ``setns``
    (user, mount, network, IPC, UTS, cgroup and, for its children, PID), drops every capability,
    sets no_new_privs, installs the sandbox's seccomp filter and forks the *kernel*: a process inside the sandbox's PID namespace, its
-   files, its network, as the sandbox's uid, with the sandbox's rlimits. The keeper reports the
-   kernel's pid and waits for it; it runs no learner code.
+   files, its network, as the sandbox's uid, with the sandbox's rlimits. The keeper replies with
+   the kernel's pid and waits for it; it runs no learner code. The template forks the next
+   keeper as soon as this one has replied.
 3. the kernel leaves the template's file descriptors, takes the kernel's environment, folder and
    arguments, reseeds ``random`` and numpy, and runs ipykernel as ``python -m ipykernel_launcher``
    would.
@@ -35,7 +37,7 @@ import sys
 import traceback
 
 from tinygpt_course import wire
-from tinygpt_course.zygote import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, join_sandbox, libc, reap, set_limits
+from tinygpt_course.zygote import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, join_sandbox, libc, serve, set_limits
 
 def warm():
     """Import what every lesson's kernel imports, without starting anything: no thread, no
@@ -122,11 +124,10 @@ def outside_view(job):
     job["cwd"] = here
 
 
-def keeper(job, report):
-    """Between the template and the kernel: joins the sandbox, forks the kernel, reports its pid,
-    waits for it. Never returns."""
+def keeper(job):
+    """handle(job) for serve(), in the worker it forks for one kernel (between the template and
+    the kernel): joins the sandbox, forks the kernel; replies with its pid, then waits for it."""
     try:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         # the kernel's stdout and stderr: the pipe the sandbox's own output goes to, which the
         # grader holds open for us until we reply; never the grader's or this process's stderr
         job["output_fd"] = os.open(f"/proc/{job['grader_pid']}/fd/{job['output_fd']}", os.O_WRONLY)
@@ -136,35 +137,14 @@ def keeper(job, report):
             outside_view(job)
         pid = os.fork()
         if pid == 0:
-            os.close(report)
             run_kernel(job)
-        os.write(report, json.dumps({"pid": pid}).encode())
-        os.close(report)
+    except BaseException as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}, None, None
+
+    def wait():
         os.closerange(3, 1 << 16)
         os.waitpid(pid, 0)
-        os._exit(0)
-    except BaseException as exc:
-        try:
-            os.write(report, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
-        finally:
-            os._exit(1)
-
-
-def fork_kernel(job):
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        keeper(job, w)
-    os.close(w)
-    chunks = []
-    while chunk := os.read(r, 65536):
-        chunks.append(chunk)
-    os.close(r)
-    try:
-        return json.loads(b"".join(chunks))
-    except ValueError:
-        return {"error": "the keeper ended without a word"}
+    return {"pid": pid}, None, wait
 
 
 def main():
@@ -172,13 +152,12 @@ def main():
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)                   # no ptrace, no /proc/<pid>/mem
     if os.geteuid() == 0:
         os.setgroups([])                                      # a root grader's groups stay here
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    inp = os.fdopen(0, "rb", buffering=0, closefd=False)
+    out = os.fdopen(1, "wb", buffering=0, closefd=False)
     sys.stdout = sys.stderr
     warm()
     wire.write(out, {"status": "ready"})
-    while (job := wire.read(inp)) is not None:
-        reap()
-        wire.write(out, fork_kernel(job))
+    serve(inp, out, keeper)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@ is: it runs no learner code, reads no course file and holds no secret) and, per 
 fresh bubblewrap sandbox running a placeholder (tinygpt_course.grading.template.start_sandbox),
 then sends the job and the sandbox's pid on stdin. Per job:
 
-1. the zygote has already forked a *worker*, which is the only process that reads the job
-   (from stdin, framed as tinygpt_course.wire says); the zygote itself never reads a job, and
-   forks the next worker when this one has ended;
+1. the zygote has already forked a *worker* (tinygpt_course.zygote.serve, as the kernel
+   template forks its keepers), which is the only process that reads the job (from stdin,
+   framed as tinygpt_course.wire says); the zygote itself never reads a job, and forks the next
+   worker when this one has replied;
 2. the worker joins every namespace of the job's own sandbox (as the kernel template's keeper
    does: tinygpt_course.zygote.join_sandbox), drops every capability, and forks the
    *runner*: inside the sandbox's PID namespace, its fresh /tmp, /dev and IPC namespace, with
@@ -47,12 +48,11 @@ import time
 from tinygpt_course import wire
 from tinygpt_course.checks.record import REJECTED_EXIT
 from tinygpt_course.rerun.bound import Library
-from tinygpt_course.zygote import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, join_sandbox, libc, set_limits
+from tinygpt_course.zygote import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, join_sandbox, libc, serve, set_limits
 
 MAX_RECORD = 256 * 2 ** 20
 RECORD = "record.bin"       # the runner's record, in its folder
 TAIL = 2000                 # bytes of the runner's output the reply carries
-EOF_EXIT = 3                # a worker's exit code when the grader has closed the pipe
 
 EXTRACTS = {}               # lesson -> its extract function, bound in the zygote
 ENCODE = PICKLE = None      # tinygpt_course.checks.record.encode and torch.save, bound in the zygote
@@ -192,29 +192,20 @@ def run_job(job, joined=None):
     return header, payload
 
 
-def worker(inp, out, reuse=False):
-    """A fresh fork of the zygote (single-threaded, as joining a user namespace needs): read one
-    job, run it, reply, exit. reuse: every job, each in the sandbox of the first (defence off).
-    Never returns."""
-    code, joined = 1, None
-    try:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        while True:
-            job = wire.read(inp)
-            if job is None:
-                os._exit(EOF_EXIT)
-            try:
-                header, payload = run_job(job, joined)
-            except Exception as exc:        # the sandbox could not be joined: the grader says so
-                header, payload = {"status": "failed", "exitcode": None,
-                                   "problem": f"{type(exc).__name__}: {exc}"}, b""
-            wire.write(out, header, payload)
-            if not reuse:
-                code = 0
-                break
-            joined = job.get("ns_pid")
-    finally:
-        os._exit(code)
+def handler():
+    """handle(job) for serve(): run the job in its sandbox; the reply. Under --reuse (the defence
+    off) one worker runs every job, each in the sandbox of the first."""
+    joined = []
+
+    def handle(job):
+        try:
+            header, payload = run_job(job, joined[0] if joined else None)
+        except Exception as exc:        # the sandbox could not be joined: the grader says so
+            header, payload = {"status": "failed", "exitcode": None,
+                               "problem": f"{type(exc).__name__}: {exc}"}, b""
+        joined[:] = [job.get("ns_pid")]
+        return header, payload, None
+    return handle
 
 
 def warm(lessons):
@@ -241,13 +232,7 @@ def main(argv=None):
     out = os.fdopen(1, "wb", buffering=0, closefd=False)
     sys.stdout = sys.stderr
     wire.write(out, {"status": "ready"}, b"")
-    while True:
-        pid = os.fork()
-        if pid == 0:
-            worker(inp, out, reuse)
-        _, status = os.waitpid(pid, 0)
-        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EOF_EXIT:
-            return
+    serve(inp, out, handler(), reuse)
 
 
 if __name__ == "__main__":
