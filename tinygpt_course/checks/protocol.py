@@ -83,6 +83,8 @@ RAW_MISTAKES = {
     "missing_super_init": "the class never called super().__init__(), so PyTorch cannot keep its layers",
     "undefined_size": "NameError on a size (n_embd, head_size, block_size, ...): not defined where it is used",
     "undefined_name": "NameError: a name used before it was defined (or spelt otherwise)",
+    "module_not_imported": "NameError on a module (math, np, ...): used without importing it",
+    "module_list_called": "an nn.ModuleList (or ModuleDict) called as a layer: it holds layers but has no forward",
     "self_forgotten": "a layer used without `self.` (key(x) for self.key(x))",
     "attribute_not_set": "forward reads an attribute of self that __init__ never set",
     "module_class_not_instance": "a layer class stored or called where a layer is needed (nn.Linear, not nn.Linear(...))",
@@ -92,6 +94,16 @@ RAW_MISTAKES = {
 }
 SHARED_MISTAKES.update(RAW_MISTAKES)
 SIZE_NAMES = tuple(SIZES.__dataclass_fields__)   # n_embd, head_size, block_size, ...
+# names a learner uses for modules they did not import (the lessons' set-up imports torch, nn, F)
+MODULE_NAMES = ("math", "np", "numpy", "torch", "nn", "F", "functional", "random")
+# torch's containers: calling one raises NotImplementedError from torch itself, not the stub's
+CONTAINERS = ("ModuleList", "ModuleDict", "ParameterList", "ParameterDict")
+
+
+def unanswered(rec, prefix):
+    """The step under `prefix` raised the released stub's NotImplementedError: raised by the
+    learner's code itself, not by a torch module (a ModuleList called as a layer raises one too)."""
+    return rec.get(prefix + "exception") == "NotImplementedError" and rec.get(prefix + "error_module") is None
 
 
 def _line_tree(line):
@@ -133,11 +145,15 @@ def raw_mistake(rec, prefix):
     if exception == "NameError" and isinstance(name, str):
         if rec.get(prefix + "error_name_is_attribute") is True:
             return "self_forgotten"
+        if name in MODULE_NAMES:
+            return "module_not_imported"
         if name in SIZE_NAMES or difflib.get_close_matches(name, SIZE_NAMES, n=1, cutoff=0.8):
             return "undefined_size"
         return "undefined_name"
     if exception == "AttributeError" and rec.get(prefix + "error_on_self") is True:
         return "attribute_not_set"
+    if exception == "NotImplementedError" and rec.get(prefix + "error_module") in CONTAINERS:
+        return "module_list_called"
     classes = rec.get(prefix + "module_classes")
     if exception == "TypeError" and isinstance(classes, list) and classes:
         return "module_class_not_instance"
@@ -250,7 +266,7 @@ class Lesson:
                 "module_class_not_instance")
         if not rec.get("init_error"):
             return None
-        if rec.get("init_exception") == "NotImplementedError":
+        if unanswered(rec, "init_"):
             return Verdict.fail(Kind.UNANSWERED, self.unanswered)
         return Verdict.fail(Kind.BUILD_ERROR,
                             f"{self.task_class}({self.build_args}) failed: {quote(rec['init_error'])}",
@@ -343,7 +359,7 @@ class Lesson:
         UNANSWERED, anything else a FORWARD_ERROR. None when it did not raise."""
         if not rec.get(prefix + "error"):
             return None
-        if rec.get(prefix + "exception") == "NotImplementedError":
+        if unanswered(rec, prefix):
             return Verdict.fail(Kind.UNANSWERED, self.unanswered)
         return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {quote(rec[prefix + 'error'])}",
                             raw_mistake(rec, prefix) or "forward_error")

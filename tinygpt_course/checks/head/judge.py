@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from ...config import SIZES
-from ..protocol import Kind, Lesson, Verdict, close, n_params, shape_of
+from ..protocol import Kind, Lesson, Verdict, close, n_params, shape_of, unanswered
 
 B, T, C, HS, LAST = SIZES.batch_size, SIZES.block_size, SIZES.n_embd, SIZES.head_size, SIZES.last
 PARTS = ("key", "query", "value")
@@ -128,7 +128,7 @@ def weights_problem(rec, ref, prefix=""):
 def short_problem(rec, ref):
     """Head on a window shorter than block_size, as a failed Verdict, or None."""
     n = shape_of(ref["short_out"])[1]
-    if rec.get("short_exception") == "NotImplementedError":
+    if unanswered(rec, "short_"):
         return LESSON.forward_raised(rec, "short_")
     if rec.get("short_error") or shape_of(rec.get("short_out")) != shape_of(ref["short_out"]):
         got = f"raised {rec['short_exception']}" if rec.get("short_error") else f"gave {shape_of(rec.get('short_out'))}"

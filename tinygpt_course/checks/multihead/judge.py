@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from ...config import SIZES
-from ..protocol import Kind, Lesson, Verdict, close, n_params, shape_of
+from ..protocol import Kind, Lesson, Verdict, close, n_params, shape_of, unanswered
 
 B, T, C, HS, NH = SIZES.batch_size, SIZES.block_size, SIZES.n_embd, SIZES.head_size, SIZES.n_heads
 LAST = SIZES.last
@@ -57,10 +57,10 @@ def structure_problem(s, ref_s, for_count=False):
 
 def forward_problem(rec, ref, prefix=""):
     """What is wrong with the forward pass, as a failed Verdict, or None."""
-    err, exc = rec.get(prefix + "error"), rec.get(prefix + "exception")
+    err = rec.get(prefix + "error")
     proj_in = rec.get(prefix + "proj_in") or []
     calls = rec.get(prefix + "head_calls") or []
-    if err and exc == "NotImplementedError":
+    if err and unanswered(rec, prefix):
         return Verdict.fail(Kind.UNANSWERED, LESSON.unanswered)
     if proj_in and proj_in[0].shape[-1] != C:
         shape = list(proj_in[0].shape)
