@@ -85,6 +85,7 @@ RAW_MISTAKES = {
     "undefined_name": "NameError: a name used before it was defined (or spelt otherwise)",
     "module_not_imported": "NameError on a module (math, np, ...): used without importing it",
     "module_list_called": "an nn.ModuleList (or ModuleDict) called as a layer: it holds layers but has no forward",
+    "generator_to_cat": "torch.cat (or torch.stack) given a generator expression, not a list of tensors",
     "self_forgotten": "a layer used without `self.` (key(x) for self.key(x))",
     "attribute_not_set": "forward reads an attribute of self that __init__ never set",
     "module_class_not_instance": "a layer class stored or called where a layer is needed (nn.Linear, not nn.Linear(...))",
@@ -134,6 +135,14 @@ def _uses(tree):
     return found
 
 
+def _joins_a_generator(tree):
+    """The line calls torch.cat or torch.stack on a generator expression, which they refuse:
+    they take a list or tuple of tensors."""
+    return any(isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.GeneratorExp)
+               and (node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", ""))
+               in ("cat", "stack", "concat", "concatenate") for node in ast.walk(tree))
+
+
 def raw_mistake(rec, prefix):
     """The raw Python or torch error a failed build (prefix 'init_') or forward pass shows, as a
     RAW_MISTAKES id, decided on the record's raw observations (the exception's type, the missing
@@ -154,6 +163,10 @@ def raw_mistake(rec, prefix):
         return "attribute_not_set"
     if exception == "NotImplementedError" and rec.get(prefix + "error_module") in CONTAINERS:
         return "module_list_called"
+    if exception == "TypeError":
+        tree = _line_tree(rec.get(prefix + "error_line"))
+        if tree is not None and _joins_a_generator(tree):
+            return "generator_to_cat"
     classes = rec.get(prefix + "module_classes")
     if exception == "TypeError" and isinstance(classes, list) and classes:
         return "module_class_not_instance"

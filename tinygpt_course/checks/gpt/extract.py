@@ -181,6 +181,7 @@ def _generate(m, rec, seed):
             draws.clear()
             try:
                 out = m.generate(start.clone(), GEN_NEW, generator=torch.Generator().manual_seed(int(seed)))
+                rec[run + "_returned"] = type(out).__name__
                 if torch.is_tensor(out):
                     rec[run] = out.detach().clone()
                 else:

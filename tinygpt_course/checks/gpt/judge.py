@@ -143,6 +143,7 @@ class GPTLesson(Lesson):
         "context_not_cropped": "generate does not crop the context to block_size",
         "no_softmax": "generate draws from scores, not probabilities (no softmax)",
         "model_not_called": "generate never calls the model",
+        "generate_returns_none": "generate returns nothing (None): no return of the extended windows",
         "generate_shape": "generate returns another shape than the windows with their new letters",
         "start_changed": "generate changes the letters it started from",
         "argmax": "generate takes the most likely letter instead of drawing",
@@ -355,6 +356,11 @@ class GPTLesson(Lesson):
                 f"generate gave the model contexts of up to {max(lengths)} letters: the model has "
                 f"position embeddings for {T} only. Crop the context to the window before each "
                 f"step: idx[:, -block_size:]."), "context_not_cropped")
+        if rec.get("gen1_returned") == "NoneType":
+            return Verdict.fail(Kind.FORWARD_ERROR, (
+                "generate returned None: a function that ends without a `return` gives None. Give back "
+                "the windows with the new letters appended, at the end of generate, after the loop."),
+                "generate_returns_none")
         if rec.get("gen1_error"):
             draws = rec.get("gen1_draws") or []
             if draws and float(draws[-1].min()) < 0:

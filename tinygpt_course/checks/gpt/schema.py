@@ -13,7 +13,7 @@ def _forward(prefix):
 
 def _generate(run):
     """What extract._generate records of one generate run."""
-    return {**error_fields(run + "_"), run: tensor(*NUMBERS), run + "_lengths/#": COUNT,
+    return {**error_fields(run + "_"), run: tensor(*NUMBERS), run + "_returned": text(), run + "_lengths/#": COUNT,
             run + "_draws/#": tensor(*NUMBERS)}
 
 
