@@ -100,6 +100,7 @@ def _run(m, x, rec, prefix):
         rec[prefix + "sa_alone"] = probe(lambda: m.sa(x))
     hooks = [getattr(m, name).register_forward_hook(keep(name)) for name in ("sa", "ffwd")]
     forward_record(m, x, rec, prefix, hooks)
+    rec[prefix + "x_changed"] = not torch.equal(x, rec[prefix + "x"])    # forward wrote into its input
     for key, value in seen.items():
         rec[prefix + key] = value
 

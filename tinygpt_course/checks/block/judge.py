@@ -200,6 +200,7 @@ class BlockLesson(Lesson):
     }
 
     mistakes = {
+        "input_modified_in_place": "forward adds into its input in place (x += ...), overwriting it",
         "sa_missing": "Block has no self.sa",
         "sa_not_multihead": "self.sa is not the set-up's MultiHead() with its defaults",
         "ffwd_missing": "Block has no self.ffwd",
@@ -264,7 +265,18 @@ class BlockLesson(Lesson):
         return forward_problem(rec, ref) or norms_problem(rec, ref) or Verdict.ok(
             "the attention gets ln1(x), the feed-forward ln2(x + attention), checked with fixed weights")
 
+    def random_problem(self, rec, key="out"):
+        if rec.get("x_changed"):     # the second run got another input: it says nothing of dropout
+            return None
+        return super().random_problem(rec, key)
+
     def _residuals(self, rec, ref):
+        if rec.get("x_changed") and not forward_problem(rec, ref):
+            return Verdict.fail(Kind.WRONG_VALUE, (
+                "forward changed the tensor it was given: `x += ...` adds in place, overwriting the "
+                "block's input (the embeddings, or the previous block's output), which the backward "
+                "pass still needs. Write x = x + ..., which makes a new tensor and leaves the input as it was."),
+                "input_modified_in_place")
         return forward_problem(rec, ref) or residual_problem(rec, ref) or Verdict.ok(
             "out is x + attention's output + feed-forward's output, checked with fixed weights")
 

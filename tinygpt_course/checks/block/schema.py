@@ -10,7 +10,7 @@ def _forward(prefix):
 
 def _run(prefix):
     """What extract._run records: the pass, and what the attention and feed-forward got and gave."""
-    return {**_forward(prefix), prefix + "x": tensor(),
+    return {**_forward(prefix), prefix + "x": tensor(), prefix + "x_changed": FLAG,
             **{prefix + k: tensor(*NUMBERS) for k in ("sa_in", "sa_out", "ffwd_in", "ffwd_out", "sa_alone")}}
 
 

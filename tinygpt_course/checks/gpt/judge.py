@@ -43,6 +43,12 @@ def structure_problem(s, ref_s):
         if types[attr] != ref_types[attr]:
             return fail(f"self.{attr} is {types[attr]}; the lesson's is {ref_types[attr]}.", "layer_type")
     tied = [group for group in s.get("shared") or [] if len(group) > 1]
+    if tied and all(name.startswith("blocks.") for group in tied for name in group):
+        return fail(f"self.blocks holds one Block object {len(s['block_types'] or [])} times: multiplying a "
+                    "list, [Block()] * n, repeats the object, it does not make new ones. The layers are one "
+                    f"and share every weight, so PyTorch counts {n_params(s)} weights to learn, not "
+                    f"{n_params(ref_s)}. Create each block separately: call Block() once per layer, in a loop "
+                    "or a comprehension.", "same_block_twice")
     if tied:
         return fail(f"{' and '.join(tied[0])} are one tensor (weight tying, as GPT-2 does it): PyTorch "
                     f"counts it once, so the model has {n_params(s)} weights to learn, not {n_params(ref_s)}. "
@@ -117,6 +123,7 @@ class GPTLesson(Lesson):
         "block_type": "self.blocks holds something else than Block objects",
         "layer_type": "a layer is of another type than the lesson's",
         "weight_tying": "the token embedding and the output layer share one weight (weight tying)",
+        "same_block_twice": "self.blocks holds one Block object several times ([Block()] * n_layer)",
         "lm_head_no_bias": "the output layer has no bias",
         "layer_size": "a layer has another size than the lesson's",
         "other_names": "the weights are stored under other names than the task gives",

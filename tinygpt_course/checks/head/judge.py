@@ -81,6 +81,9 @@ def weights_problem(rec, ref, prefix=""):
             f"self.weights is {shape_of(w)}, expected {want}: one weight per (position, position)."),
             "weights_shape")
     ones = torch.ones(w.shape[:2])
+    problem = not_probabilities(w, ones)
+    if problem:
+        return problem
     row_sums = w.sum(-1)
     rows_ok = torch.allclose(row_sums, ones, atol=1e-4)
     if not rows_ok and torch.allclose(w.sum(-2), ones, atol=1e-4):
@@ -122,6 +125,33 @@ def weights_problem(rec, ref, prefix=""):
         return Verdict.fail(Kind.WRONG_VALUE, (
             "the rows do not add up to 1: the mask was applied after the softmax. Mask the "
             "scores with float('-inf') first, then take the softmax."), "mask_after_softmax")
+    return None
+
+
+def not_probabilities(w, ones):
+    """Weights that are not a softmax's probabilities, each cause told apart by what the numbers
+    show: log-probabilities (all <= 0, their exponentials' rows add up to 1), a first row of NaN
+    with a zero diagonal (the mask hides the diagonal too, position 0 sees nothing), -inf kept
+    (the masked scores themselves). A failed Verdict, or None."""
+    nan = torch.isnan(w)
+    if not nan.any() and bool((w <= 1e-6).all()) and torch.allclose(torch.exp(w).sum(-1), ones, atol=1e-4):
+        return Verdict.fail(Kind.WRONG_VALUE, (
+            "the weights are all negative and their exponentials add up to 1 along each row: they are "
+            "log-probabilities, what F.log_softmax gives. Attention weights are probabilities, between "
+            "0 and 1, each row adding up to 1: take F.softmax of the masked scores."), "log_softmax")
+    diagonal = torch.diagonal(w, dim1=-2, dim2=-1)
+    if w.shape[1] > 1 and bool(nan[:, 0].all()) and not nan[:, 1:].any() \
+            and torch.allclose(diagonal[:, 1:], torch.zeros_like(diagonal[:, 1:]), atol=1e-6):
+        return Verdict.fail(Kind.WRONG_VALUE, (
+            "no position may look at itself: the weights on the diagonal are 0, and position 0, which "
+            "may look at nothing at all, has a row of NaN (a softmax of nothing but -inf). The mask "
+            "hides the diagonal too, as torch.tril(..., diagonal=-1) does: keep the diagonal, "
+            "torch.tril's default diagonal of 0."), "diagonal_masked")
+    if bool(torch.isinf(w).any()):
+        return Verdict.fail(Kind.WRONG_VALUE, (
+            "the weights hold -inf where the mask is: they are the masked scores themselves, the "
+            "softmax was skipped. Turn the masked scores into weights with F.softmax over the last "
+            "dimension, so each row holds probabilities that add up to 1."), "softmax_skipped")
     return None
 
 
@@ -242,6 +272,9 @@ class HeadLesson(Lesson):
         "q_k_swapped": "the scores are k @ q^T instead of q @ k^T",
         "value_as_key": "the scores use the values instead of the keys",
         "wrong_scores": "the weights are not the softmax of the masked, scaled scores",
+        "log_softmax": "the weights are log-probabilities (F.log_softmax), not probabilities",
+        "diagonal_masked": "the mask hides the diagonal too (tril with diagonal=-1): no position sees itself",
+        "softmax_skipped": "the masked scores are used as the weights: the softmax is skipped",
         "sees_the_future": "changing the last letter changes earlier positions",
     }
 
