@@ -13,6 +13,7 @@ notebooks import).
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -73,21 +74,53 @@ def runs(lesson, repo=REPO):
             if a.notebook is None and a.sort in ("right", "mistake", "crash")]
 
 
-def validate(repo, nb, folder, timeout=30):
+def validate(repo, nb, folder, timeout=30, whole=600):
     """nbgrader's Validate on nb, saved in folder (a learner's folder: no course config), as the
     Validate button runs it: nbgrader's Validator in one process (here a fresh one, with `repo`'s
     tinygpt_course). Returns (the report `nbgrader validate` prints, the notebook as Validate
     executed it). nb.metadata['stopped_at'] is the grade_id of the first cell that raised: where
-    JupyterLab's Run All, which runs the same cells in the same order, stops (None: nowhere)."""
+    JupyterLab's Run All, which runs the same cells in the same order, stops (None: nowhere).
+
+    `timeout` is each cell's (the Validator's own); `whole` bounds the run. The run is a session
+    of its own and its output goes to files, not pipes: when it ends, anything it left (a kernel
+    whose shutdown failed, a process the answer started) is killed with it, and cannot keep the
+    caller waiting for the end of a pipe. A run that outlives `whole` is killed, and its report
+    says so, with the Validator's own stderr: that answer's tests fail, no other's."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "lesson.ipynb"
     nbformat.write(nb, path)
-    subprocess.run([sys.executable, "-c", VALIDATE_ONE, str(path), str(timeout)], cwd=folder, env=run_env(repo),
-                   capture_output=True, text=True, timeout=1800)
-    executed = nbformat.read(str(path) + ".executed.ipynb", as_version=4)
+    log = folder / "validate.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-c", VALIDATE_ONE, str(path), str(timeout)], cwd=folder,
+                                env=run_env(repo), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=whole)
+            stuck = False
+        except subprocess.TimeoutExpired:
+            stuck = True
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)    # the run's session: whatever is left of it
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    report, executed = Path(str(path) + ".report.txt"), Path(str(path) + ".executed.ipynb")
+    if stuck or not (report.exists() and executed.exists()):
+        why = f"did not finish within {whole} s" if stuck else f"ended with code {proc.returncode}"
+        tail = log.read_text(errors="replace")[-4000:]
+        return f"the test's validate run {why} and wrote no report; its stderr ends:\n{tail}", \
+            _unexecuted(nb)
+    executed = nbformat.read(executed, as_version=4)
     executed.metadata["stopped_at"] = stopped_at(executed)
-    return Path(str(path) + ".report.txt").read_text(), executed
+    return report.read_text(), executed
+
+
+def _unexecuted(nb):
+    nb = nbformat.from_dict(nb)
+    nb.metadata["stopped_at"] = "validate did not finish"
+    return nb
 
 
 def stopped_at(nb):
