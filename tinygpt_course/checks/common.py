@@ -237,3 +237,93 @@ def watching(rec, prefix=""):
     finally:
         del torch.Tensor.masked_fill, torch.Tensor.T
         rec[prefix + "masked_fill_calls"], rec[prefix + "T_dims"] = calls[0], dims
+
+
+GRAD_SEED = 7   # the fixed direction the gradient is taken in (a sum may cancel: a softmax's rows)
+
+
+def gradients(m, call, rec):
+    """Does a backward pass from what `call()` returns (the learner's forward output; the first
+    tensor of a tuple) reach every parameter of m? With gradients on and dropout off, the output
+    is multiplied by fixed random numbers and differentiated, as training does with a loss; then
+    once more with torch's graph cutters made harmless (detach and .data give the tensor itself,
+    torch.no_grad() leaves gradients on), which tells a weight cut off by one of them from a
+    weight forward never uses. Records, as raw observations, rec['grad'] = {'cut': the names of
+    the parameters no gradient reaches (None, or exactly zero), 'cut_free': the same with the
+    cutters harmless, 'out_needs_grad': whether the output is in autograd's graph at all, 'by':
+    the cutters forward used, 'error': what the backward pass raised, if anything}; 'cut' is None
+    when forward itself raised or gave no tensor of numbers (the other checks judge that)."""
+    by = []
+    g = rec["grad"] = {"cut": None, "cut_free": None, "out_needs_grad": None, "by": by, "error": None}
+    try:
+        g["cut"], g["out_needs_grad"] = _cut(m, call, _graph_cutters(by, harmless=False))
+        g["cut_free"], _ = _cut(m, call, _graph_cutters([], harmless=True))
+    except Exception as exc:       # the learner's code: anything can happen
+        g["error"] = error_text(exc)
+    finally:
+        g["by"] = sorted(set(by))
+        for key in ("cut", "cut_free"):
+            if isinstance(g[key], list):
+                g[key] = g[key][:200]
+
+
+def _cut(m, call, watch):
+    """(the names of m's parameters a backward pass from call() does not reach, whether the
+    output needs a gradient at all), with `watch` in place while call() runs."""
+    import torch
+    try:
+        with torch.enable_grad(), evaluating(m), watch:
+            out = call()
+    except Exception:       # forward itself fails: the other checks say so; nothing to measure
+        return None, None
+    if isinstance(out, (tuple, list)):
+        out = next((t for t in out if torch.is_tensor(t)), None)
+    if not torch.is_tensor(out) or not out.is_floating_point():
+        return None, None
+    params = [(name, p) for name, p in m.named_parameters() if p.requires_grad]
+    if not out.requires_grad:
+        return [name for name, _ in params], False
+    direction = torch.randn(out.shape, generator=torch.Generator().manual_seed(GRAD_SEED)).to(out.dtype)
+    with torch.enable_grad():
+        grads = torch.autograd.grad(out, [p for _, p in params], grad_outputs=direction, allow_unused=True)
+    return [name for (name, _), d in zip(params, grads) if d is None or not bool(d.abs().sum() > 0)], True
+
+
+def _graph_cutters(by, harmless):
+    """A context in which torch's ways out of autograd's graph (Tensor.detach and detach_,
+    Tensor.data, entering torch.no_grad()) note themselves in `by`; `harmless`: and keep the
+    graph (the tensor itself; gradients left on)."""
+    import torch
+    base = torch._C.TensorBase
+
+    @contextlib.contextmanager
+    def watch():
+        kept = {name: torch.Tensor.__dict__.get(name) for name in ("detach", "detach_", "data")}
+        enter = torch.no_grad.__dict__["__enter__"]
+
+        def noting(what, fn):
+            def noted(*a, **k):
+                by.append(what)
+                return a[0] if harmless else fn(*a, **k)
+            return noted
+
+        def entering(self):
+            by.append("no_grad")
+            if harmless:
+                self.prev = torch.is_grad_enabled()     # what __exit__ puts back
+            else:
+                enter(self)
+        torch.Tensor.detach = noting("detach", base.detach)
+        torch.Tensor.detach_ = noting("detach", base.detach_)
+        torch.Tensor.data = property(noting("data", base.data.__get__), base.data.__set__)
+        torch.no_grad.__enter__ = entering
+        try:
+            yield
+        finally:
+            for name, value in kept.items():       # torch's own, as they were
+                if value is None:
+                    delattr(torch.Tensor, name)
+                else:
+                    setattr(torch.Tensor, name, value)
+            torch.no_grad.__enter__ = enter
+    return watch()

@@ -94,6 +94,17 @@ RAW_MISTAKES = {
     "layer_input_shape": "a layer (nn.Linear, nn.LayerNorm, ...) got a tensor of a shape it was not built for",
 }
 SHARED_MISTAKES.update(RAW_MISTAKES)
+# what cuts a weight off from training (Lesson.gradient_problem), by the cutter forward used
+CUTTERS = ("detach", "data", "no_grad")
+CUTTER_WORDS = {"detach": ".detach()", "data": ".data", "no_grad": "torch.no_grad()"}
+CUTTER_MISTAKES = {"detach": "gradient_detached", "data": "gradient_data", "no_grad": "gradient_no_grad"}
+SHARED_MISTAKES.update({
+    "gradient_detached": "a .detach() in forward cuts weights off from training: no gradient reaches them",
+    "gradient_data": "a .data in forward cuts weights off from training: no gradient reaches them",
+    "gradient_no_grad": "a torch.no_grad() block in forward cuts weights off from training: no gradient reaches them",
+    "gradient_cut": "several of .detach(), .data and torch.no_grad() in forward, and weights no gradient reaches",
+    "backward_error": "a backward pass from the output raised (an in-place change autograd needed, ...)",
+})
 SIZE_NAMES = tuple(SIZES.__dataclass_fields__)   # n_embd, head_size, block_size, ...
 # names a learner uses for modules they did not import (the lessons' set-up imports torch, nn, F)
 MODULE_NAMES = ("math", "np", "numpy", "torch", "nn", "F", "functional", "random")
@@ -321,7 +332,42 @@ class Lesson:
                 return Verdict.fail(Kind.WRONG_VALUE, (
                     f"{missing} Each check is scored on numbers that your {self.task_class} computes with "
                     "the fixed weights, not on numbers that only agree with each other."), "not_computed")
+        if verdict.passed and check_id == "weight_count" and self.gradients_checked:
+            return self.gradient_problem(rec) or verdict
         return verdict
+
+    # The weights counted are weights to learn: weight_count also needs a backward pass from the
+    # output to reach each of them (common.gradients). Off (tests only), a cut gradient goes unseen.
+    gradients_checked = True
+
+    def gradient_problem(self, rec):
+        """A weight that training would never change, as a failed Verdict, or None. Decided on
+        the record's two measurements: the parameters a backward pass does not reach, and those it
+        still does not reach with torch's graph cutters made harmless. A weight only the cutters
+        cut is named by the cutter forward used; a weight forward never uses is left to the checks
+        that see the layer unused."""
+        g = rec.get("grad")
+        if not isinstance(g, dict):
+            return Verdict.fail(Kind.NO_RESULT, "no gradient was measured: the record lacks it.", "no_result")
+        if g.get("error"):
+            return Verdict.fail(Kind.FORWARD_ERROR, (
+                f"a backward pass from your {self.task_class}'s output, as training does, raised "
+                f"{quote(g['error'])}"), "backward_error")
+        if g.get("cut") is None:   # forward raised or gave no numbers: the other checks say so
+            return None
+        cut, free = g["cut"], set(g.get("cut_free") or [])
+        by = [c for c in CUTTERS if c in (g.get("by") or [])]
+        # cut only by the cutters; or every weight, when the output is outside autograd's graph
+        # whatever the cutters do (torch.inference_mode, torch.set_grad_enabled(False), ...)
+        lost = [name for name in cut if name not in free or g.get("out_needs_grad") is False]
+        if not lost:
+            return None
+        names = ", ".join(f"self.{quote(n, 60)}" for n in lost[:4]) + (f" and {len(lost) - 4} more" if len(lost) > 4 else "")
+        how = " or ".join(CUTTER_WORDS[c] for c in by) or "something that leaves autograd's graph"
+        return Verdict.fail(Kind.WRONG_VALUE, (
+            f"no gradient reaches {names} from your {self.task_class}'s output: {how} in forward cuts it "
+            "off, so training would never change those weights (the numbers are right, the model does "
+            "not learn). Use the tensors themselves."), CUTTER_MISTAKES[by[0]] if len(by) == 1 else "gradient_cut")
 
     def layers_computed(self, rec, ref):
         """For each stored layer the extract ran alone on a known input (rec['alone'] and the

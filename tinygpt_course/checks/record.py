@@ -139,7 +139,11 @@ def error_fields(prefix, limit=2200, line_limit=500):
 
 def shared_fields():
     """What every lesson's record may hold: the re-run's own keys and the build's."""
-    return {"missing_answer": FLAG, **error_fields("init_")}
+    return {"missing_answer": FLAG, **error_fields("init_"),
+            # what common.gradients records: the parameters a backward pass does not reach
+            **{f"grad/{key}": NONE for key in ("cut", "cut_free")},
+            **{f"grad/{key}/#": text(200) for key in ("cut", "cut_free")}, "grad/out_needs_grad": FLAG,
+            "grad/by/#": text(20), "grad/error": text(2200)}
 
 
 def params_fields(key):

@@ -1,4 +1,4 @@
-# expect: shapes=1 weight_count=1 layer_norms=2 residuals=0 causal=1
+# expect: shapes=1 weight_count=0 layer_norms=2 residuals=0 causal=1
 # why: the residuals added in place, x += ...: the block overwrites the tensor it was given
 # mistake: input_modified_in_place
 # fails: residuals wrong_value: adds in place

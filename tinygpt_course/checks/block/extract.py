@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ...config import SIZES
-from ..common import changed_last_letter, evaluating, forward_record, probe, run_fixed
+from ..common import changed_last_letter, evaluating, forward_record, gradients, probe, run_fixed
 from ..multihead.extract import weight_spec as attention_spec
 from ..weights import canonical_state
 
@@ -119,5 +119,6 @@ def extract(ns, seed):
         _run(m, x, rec, "")
         forward_record(m, x, rec, "again_")      # two runs differ when dropout is left on
         _run(m, embed(changed_last_letter(xb)), rec, "changed_")
+        gradients(m, lambda: m(x), rec)          # does training reach every weight?
 
     return run_fixed(ns["Block"], describe, loadable, load_fixed_weights, seed, measure)

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...config import SIZES
-from ..common import evaluating, probe, record_error, run_fixed
+from ..common import evaluating, gradients, probe, record_error, run_fixed
 from ..weights import linear_init
 
 SHORT = 5           # letters in the short window
@@ -221,6 +221,7 @@ def extract(ns, seed):
         rec["ce_calls"] = calls
         if rec["structure"]["has_generate"]:
             _generate(m, rec, seed)
+        gradients(m, lambda: m(xb), rec)         # does training reach every weight? (the logits)
 
     # every parameter gets fixed weights by its name, whatever the structure: always loadable
     return run_fixed(GPT, describe, lambda structure: True, load_fixed_weights, seed, measure)

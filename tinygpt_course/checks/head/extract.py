@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ...config import SIZES
-from ..common import changed_last_letter, evaluating, forward_record, probe, run_fixed, watching
+from ..common import changed_last_letter, evaluating, forward_record, gradients, probe, run_fixed, watching
 from ..weights import canonical_state
 
 PARTS = ("key", "query", "value")     # the task's order, which is also the order of the draws
@@ -85,5 +85,6 @@ def extract(ns, seed):
         _run(m, x, rec, "again_")
         _run(m, x[:, :WINDOW], rec, "short_")
         _run(m, embed(changed_last_letter(xb)), rec, "changed_")
+        gradients(m, lambda: m(x), rec)          # does training reach every weight?
 
     return run_fixed(ns["Head"], describe, loadable, load_fixed_weights, seed, measure, SIZES.head_size)

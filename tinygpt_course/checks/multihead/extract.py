@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ...config import SIZES
-from ..common import changed_last_letter, evaluating, forward_record, probe, run_fixed
+from ..common import changed_last_letter, evaluating, forward_record, gradients, probe, run_fixed
 from ..weights import canonical_state
 
 
@@ -94,5 +94,6 @@ def extract(ns, seed):
             alone = rec["alone_outs"] = [probe(lambda head=head: head(x)) for head in m.heads]
             rec["proj_probe"] = probe(lambda: m.proj(torch.cat(alone, dim=-1)))
         _run(m, embed(changed_last_letter(xb)), rec, "changed_")
+        gradients(m, lambda: m(x), rec)          # does training reach every weight?
 
     return run_fixed(ns["MultiHead"], describe, loadable, load_fixed_weights, seed, measure)
