@@ -37,9 +37,17 @@ class Two(nn.Module):
             with torch.no_grad():
                 y = self.b(x)
             return self.a(x) + y
-        if self.how == "inference_mode":    # no cutter the recorder knows: the output needs no gradient
+        if self.how == "inference_mode":
             with torch.inference_mode():
                 return self.a(x) + self.b(x)
+        if self.how == "set_grad_enabled":
+            torch.set_grad_enabled(False)
+            try:
+                return self.a(x) + self.b(x)
+            finally:
+                torch.set_grad_enabled(True)
+        if self.how == "x back":
+            return x
         if self.how == "kept copy":      # a detached copy kept to look at cuts nothing
             self.seen = self.b(x).detach()
         return (self.a(x) + self.b(x)).softmax(-1)     # a softmax's rows sum to 1: no plain sum
@@ -61,12 +69,19 @@ def test_a_cutter_is_told_from_a_layer_never_used(how):
     assert g["cut_free"] == (["b.bias"] if how == "data" else []) + ["c.weight", "c.bias"], g
 
 
-def test_an_output_outside_the_graph_cuts_every_weight():
-    g = record_of("inference_mode")
-    assert g["out_needs_grad"] is False and g["cut"] == g["cut_free"] == [f"{l}.{p}" for l in "abc" for p in ("weight", "bias")]
-    lesson = load_lesson("head")
-    v = lesson.gradient_problem({"grad": g})
-    assert not v.passed and v.mistake == "gradient_cut" and "self.a.weight" in v.message, v
+@pytest.mark.parametrize("how", ["inference_mode", "set_grad_enabled"])
+def test_an_output_outside_the_graph_is_cut_by_its_mode_not_by_a_layer_unused(how):
+    g = record_of(how)
+    assert g["out_needs_grad"] is False and g["by"] == [how], g
+    assert g["cut"] == [f"{l}.{p}" for l in "abc" for p in ("weight", "bias")] and g["cut_free"] == ["c.weight", "c.bias"]
+    v = load_lesson("head").gradient_problem({"grad": g})
+    assert not v.passed and v.mistake == "gradient_no_grad" and "self.a.weight" in v.message, v
+
+
+def test_a_forward_that_uses_no_weight_is_left_to_the_other_checks():
+    g = record_of("x back")
+    assert g["out_needs_grad"] is False and g["cut"] == g["cut_free"] and g["by"] == [], g
+    assert load_lesson("head").gradient_problem({"grad": g}) is None
 
 
 @pytest.mark.parametrize("how", ["plain", "kept copy"])
@@ -78,11 +93,12 @@ def test_a_plain_forward_cuts_nothing_but_the_unused_layer(how):
 
 def test_the_recorder_leaves_torch_as_it_was():
     kept = {name: torch.Tensor.__dict__.get(name) for name in ("detach", "detach_", "data")}
-    enter = torch.no_grad.__dict__["__enter__"]
-    for how in ("detach", "data", "no_grad"):
+    modes = {(cls, name): cls.__dict__[name] for cls, name in [(torch.no_grad, "__enter__"),
+             (torch.set_grad_enabled, "__init__"), (torch.inference_mode, "__enter__")]}
+    for how in ("detach", "data", "no_grad", "set_grad_enabled", "inference_mode"):
         record_of(how)
     assert {name: torch.Tensor.__dict__.get(name) for name in kept} == kept
-    assert torch.no_grad.__dict__["__enter__"] is enter
+    assert {(cls, name): cls.__dict__[name] for cls, name in modes} == modes
     with torch.no_grad():
         assert not torch.is_grad_enabled()
     t = torch.ones(2, requires_grad=True)

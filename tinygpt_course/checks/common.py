@@ -166,7 +166,7 @@ def run_fixed(cls, describe, loadable, load_fixed_weights, seed, measure, *args)
 
 
 def forward_record(m, x, rec, prefix, hooks=()):
-    """Run m(x) with `hooks` in place and remove them after. Records rec[prefix + 'out'], or
+    """Run m(x) with `hooks` (on_call handles) in place and remove them after. Records rec[prefix + 'out'], or
     rec[prefix + 'error'] and rec[prefix + 'exception'] (the type name) when it fails."""
     import torch
     try:
@@ -183,6 +183,62 @@ def forward_record(m, x, rec, prefix, hooks=()):
     finally:
         for hook in hooks:
             hook.remove()
+
+
+class _Watch:
+    """What on_call returns: remove() takes its callbacks away (the layer's forward is put back
+    when none is left), as a torch hook's handle does."""
+
+    def __init__(self, layer, watches, pre, post):
+        self.layer, self.watches, self.pre, self.post = layer, watches, pre, post
+
+    def remove(self):
+        if self in self.watches:
+            self.watches.remove(self)
+        if not self.watches:
+            d = object.__getattribute__(self.layer, "__dict__")
+            wrapper = d.get("forward")
+            if getattr(wrapper, "_watches", None) is self.watches:
+                had, old = wrapper._restore
+                if had:
+                    d["forward"] = old
+                else:
+                    d.pop("forward", None)
+
+
+def _each(watches, when, *args):
+    """Run the watches' callbacks of `when`: a callback of ours that fails is not the learner's error."""
+    for w in list(watches):
+        fn = getattr(w, when)
+        if fn:
+            try:
+                fn(*args)
+            except Exception:
+                pass
+
+
+def on_call(layer, pre=None, post=None):
+    """Like torch's forward hooks, pre(layer, args) before and post(layer, args, out) after each
+    call of `layer`, but however the learner calls it: layer(x) and layer.forward(x) alike
+    (torch's hooks run only for the first, and the judges decide on what a layer computed, not
+    on how it was called). The layer's forward is wrapped on the instance, once, and put back by
+    the last handle's remove()."""
+    d = object.__getattribute__(layer, "__dict__")
+    wrapper = d.get("forward")
+    watches = getattr(wrapper, "_watches", None)
+    if watches is None:
+        watches, inner, restore = [], layer.forward, ("forward" in d, d.get("forward"))
+
+        def forward(*args, **kwargs):
+            _each(watches, "pre", layer, args)
+            out = inner(*args, **kwargs)
+            _each(watches, "post", layer, args, out)
+            return out
+        forward._watches, forward._restore = watches, restore
+        d["forward"] = forward
+    handle = _Watch(layer, watches, pre, post)
+    watches.append(handle)
+    return handle
 
 
 @contextlib.contextmanager
@@ -291,15 +347,17 @@ def _cut(m, call, watch):
 
 def _graph_cutters(by, harmless):
     """A context in which torch's ways out of autograd's graph (Tensor.detach and detach_,
-    Tensor.data, entering torch.no_grad()) note themselves in `by`; `harmless`: and keep the
-    graph (the tensor itself; gradients left on)."""
+    Tensor.data, torch.no_grad(), torch.set_grad_enabled(False), torch.inference_mode()) note
+    themselves in `by`; `harmless`: and keep the graph (the tensor itself; gradients left on)."""
     import torch
     base = torch._C.TensorBase
 
     @contextlib.contextmanager
     def watch():
         kept = {name: torch.Tensor.__dict__.get(name) for name in ("detach", "detach_", "data")}
-        enter = torch.no_grad.__dict__["__enter__"]
+        modes = [(torch.no_grad, "__enter__"), (torch.set_grad_enabled, "__init__"), (torch.inference_mode, "__enter__")]
+        kept_modes = [(cls, name, cls.__dict__[name]) for cls, name in modes]
+        enter, grad_mode, inference = (fn for _, _, fn in kept_modes)
 
         def noting(what, fn):
             def noted(*a, **k):
@@ -307,16 +365,35 @@ def _graph_cutters(by, harmless):
                 return a[0] if harmless else fn(*a, **k)
             return noted
 
-        def entering(self):
+        inside = []                                 # no_grad's own set_grad_enabled(False)
+
+        def entering(self):                         # torch.no_grad()
             by.append("no_grad")
             if harmless:
                 self.prev = torch.is_grad_enabled()     # what __exit__ puts back
-            else:
+                return
+            inside.append(self)
+            try:
                 enter(self)
+            finally:
+                inside.pop()
+
+        def setting(self, mode):                    # torch.set_grad_enabled(mode)
+            if not mode and not inside:
+                by.append("set_grad_enabled")
+            grad_mode(self, mode or harmless)
+
+        def inferring(self):                        # torch.inference_mode()
+            if self.mode:
+                by.append("inference_mode")
+            if harmless:
+                self.mode = False
+            return inference(self)
         torch.Tensor.detach = noting("detach", base.detach)
         torch.Tensor.detach_ = noting("detach", base.detach_)
         torch.Tensor.data = property(noting("data", base.data.__get__), base.data.__set__)
-        torch.no_grad.__enter__ = entering
+        torch.no_grad.__enter__, torch.set_grad_enabled.__init__ = entering, setting
+        torch.inference_mode.__enter__ = inferring
         try:
             yield
         finally:
@@ -325,5 +402,6 @@ def _graph_cutters(by, harmless):
                     delattr(torch.Tensor, name)
                 else:
                     setattr(torch.Tensor, name, value)
-            torch.no_grad.__enter__ = enter
+            for cls, name, fn in kept_modes:
+                setattr(cls, name, fn)
     return watch()

@@ -95,13 +95,16 @@ RAW_MISTAKES = {
 }
 SHARED_MISTAKES.update(RAW_MISTAKES)
 # what cuts a weight off from training (Lesson.gradient_problem), by the cutter forward used
-CUTTERS = ("detach", "data", "no_grad")
-CUTTER_WORDS = {"detach": ".detach()", "data": ".data", "no_grad": "torch.no_grad()"}
-CUTTER_MISTAKES = {"detach": "gradient_detached", "data": "gradient_data", "no_grad": "gradient_no_grad"}
+CUTTERS = ("detach", "data", "no_grad", "set_grad_enabled", "inference_mode")
+CUTTER_WORDS = {"detach": ".detach()", "data": ".data", "no_grad": "torch.no_grad()",
+                "set_grad_enabled": "torch.set_grad_enabled(False)", "inference_mode": "torch.inference_mode()"}
+CUTTER_MISTAKES = {"detach": "gradient_detached", "data": "gradient_data", "no_grad": "gradient_no_grad",
+                   "set_grad_enabled": "gradient_no_grad", "inference_mode": "gradient_no_grad"}
 SHARED_MISTAKES.update({
     "gradient_detached": "a .detach() in forward cuts weights off from training: no gradient reaches them",
     "gradient_data": "a .data in forward cuts weights off from training: no gradient reaches them",
-    "gradient_no_grad": "a torch.no_grad() block in forward cuts weights off from training: no gradient reaches them",
+    "gradient_no_grad": "a torch.no_grad() block (or set_grad_enabled(False), inference_mode()) in forward cuts weights "
+                        "off from training: no gradient reaches them",
     "gradient_cut": "several of .detach(), .data and torch.no_grad() in forward, and weights no gradient reaches",
     "backward_error": "a backward pass from the output raised (an in-place change autograd needed, ...)",
 })
@@ -357,17 +360,17 @@ class Lesson:
             return None
         cut, free = g["cut"], set(g.get("cut_free") or [])
         by = [c for c in CUTTERS if c in (g.get("by") or [])]
-        # cut only by the cutters; or every weight, when the output is outside autograd's graph
-        # whatever the cutters do (torch.inference_mode, torch.set_grad_enabled(False), ...)
-        lost = [name for name in cut if name not in free or g.get("out_needs_grad") is False]
+        lost = [name for name in cut if name not in free]
         if not lost:
             return None
         names = ", ".join(f"self.{quote(n, 60)}" for n in lost[:4]) + (f" and {len(lost) - 4} more" if len(lost) > 4 else "")
         how = " or ".join(CUTTER_WORDS[c] for c in by) or "something that leaves autograd's graph"
+        mistakes = {CUTTER_MISTAKES[c] for c in by}
+        mistake = mistakes.pop() if len(mistakes) == 1 else "gradient_cut"
         return Verdict.fail(Kind.WRONG_VALUE, (
             f"no gradient reaches {names} from your {self.task_class}'s output: {how} in forward cuts it "
             "off, so training would never change those weights (the numbers are right, the model does "
-            "not learn). Use the tensors themselves."), CUTTER_MISTAKES[by[0]] if len(by) == 1 else "gradient_cut")
+            "not learn). Use the tensors themselves."), mistake)
 
     def layers_computed(self, rec, ref):
         """For each stored layer the extract ran alone on a known input (rec['alone'] and the

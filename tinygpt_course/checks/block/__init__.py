@@ -2,7 +2,7 @@
 ``check`` (tinygpt_course.checks.notebook.InKernel); grading uses the two halves, ``extract``
 and ``judge`` (tinygpt_course.checks.protocol).
 """
-from ..common import changed_last_letter  # noqa: F401  (the runner cell uses it)
+from ..common import changed_last_letter, on_call  # noqa: F401  (the runner cell uses them)
 from ..notebook import InKernel
 from .extract import extract  # noqa: F401  (bound before any learner code runs)
 from .judge import LESSON

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ...config import SIZES
-from ..common import changed_last_letter, evaluating, forward_record, gradients, probe, run_fixed
+from ..common import changed_last_letter, evaluating, forward_record, gradients, on_call, probe, run_fixed
 from ..multihead.extract import weight_spec as attention_spec
 from ..weights import canonical_state
 
@@ -56,6 +56,7 @@ def describe(m):
         layer = getattr(m, name, None)
         s[name + "_type"] = None if layer is None else type(layer).__name__
     seq, s["ffwd_inner"] = feed_forward(getattr(m, "ffwd", None))
+    s["ffwd_children"] = [name for name, _ in seq.named_children()][:20] if seq is not None else None
     if seq is not None:
         s["ffwd_layers"] = [[type(layer).__name__, layer.in_features, layer.out_features]
                             if isinstance(layer, nn.Linear) else [type(layer).__name__, float(layer.p)]
@@ -67,22 +68,32 @@ def describe(m):
     return s
 
 
-def lesson_name(name, inner):
-    """A parameter's name as the lesson's spec has it: ffwd.net.0.weight -> ffwd.0.weight."""
-    return "ffwd." + name[len(f"ffwd.{inner}."):] if inner and name.startswith(f"ffwd.{inner}.") else name
+def lesson_name(name, inner, children=None):
+    """A parameter's name as the lesson's spec has it, the feed-forward's layers by position:
+    ffwd.net.0.weight -> ffwd.0.weight; ffwd.c_fc.weight -> ffwd.0.weight when the
+    nn.Sequential names its layers (an OrderedDict: `children`, their names in order)."""
+    rest = name[len(f"ffwd.{inner}."):] if inner and name.startswith(f"ffwd.{inner}.") else \
+        name[len("ffwd."):] if not inner and name.startswith("ffwd.") else None
+    if rest is None:
+        return name
+    child, _, param = rest.partition(".")
+    if children and child in children:
+        child = str(children.index(child))
+    return f"ffwd.{child}.{param}"
 
 
 def loadable(s):
     """Can the fixed weights be loaded? (the parameters are exactly the spec's)"""
-    mine = [[lesson_name(name, s.get("ffwd_inner")), shape] for name, shape in s["params"]]
+    mine = [[lesson_name(name, s.get("ffwd_inner"), s.get("ffwd_children")), shape] for name, shape in s["params"]]
     return sorted(mine) == sorted([name, list(shape)] for name, shape, _ in weight_spec())
 
 
 def load_fixed_weights(m, seed):
-    inner = feed_forward(getattr(m, "ffwd", None))[1]
+    seq, inner = feed_forward(getattr(m, "ffwd", None))
+    children = [name for name, _ in seq.named_children()] if seq is not None else None
     state = fixed_state(seed)
     for name, p in m.named_parameters():
-        p.copy_(state[lesson_name(name, inner)])
+        p.copy_(state[lesson_name(name, inner, children)])
 
 
 def _run(m, x, rec, prefix):
@@ -98,7 +109,7 @@ def _run(m, x, rec, prefix):
     rec[prefix + "x"] = x.detach().clone()               # before forward: it may change x in place
     with evaluating(m):                                  # the stored attention alone on this input
         rec[prefix + "sa_alone"] = probe(lambda: m.sa(x))
-    hooks = [getattr(m, name).register_forward_hook(keep(name)) for name in ("sa", "ffwd")]
+    hooks = [on_call(getattr(m, name), post=keep(name)) for name in ("sa", "ffwd")]
     forward_record(m, x, rec, prefix, hooks)
     rec[prefix + "x_changed"] = not torch.equal(x, rec[prefix + "x"])    # forward wrote into its input
     for key, value in seen.items():

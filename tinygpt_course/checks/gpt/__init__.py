@@ -2,6 +2,7 @@
 ``check`` (tinygpt_course.checks.notebook.InKernel); grading uses the two halves, ``extract``
 and ``judge`` (tinygpt_course.checks.protocol).
 """
+from ..common import on_call  # noqa: F401  (the runner cell uses it)
 from ..notebook import InKernel
 from .extract import extract  # noqa: F401  (bound before any learner code runs)
 from .judge import LESSON

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...config import SIZES
-from ..common import evaluating, gradients, probe, record_error, run_fixed
+from ..common import evaluating, gradients, on_call, probe, record_error, run_fixed
 from ..weights import linear_init
 
 SHORT = 5           # letters in the short window
@@ -77,7 +77,7 @@ def describe(m):
 
 
 def _hooks(m, seen):
-    """Forward hooks recording what the layers of the top of the model get and give."""
+    """Watches (common.on_call) recording what the layers of the top of the model get and give."""
     def pre(key):
         return lambda mod, args: seen.setdefault(key, args[0].detach().clone() if args and torch.is_tensor(args[0]) else None)
 
@@ -88,16 +88,16 @@ def _hooks(m, seen):
     for attr, key in (("token_emb", "tok_in"), ("pos_emb", "pos_in"), ("lm_head", "lm_head_in")):
         layer = getattr(m, attr, None)
         if isinstance(layer, nn.Module):
-            hooks.append(layer.register_forward_pre_hook(pre(key)))
+            hooks.append(on_call(layer, pre=pre(key)))
     blocks = getattr(m, "blocks", None)
     if isinstance(blocks, (nn.Sequential, nn.ModuleList, list, tuple)) and len(blocks) \
             and isinstance(blocks[0], nn.Module) and isinstance(blocks[-1], nn.Module):
-        hooks.append(blocks[0].register_forward_pre_hook(pre("block_in")))
-        hooks.append(blocks[-1].register_forward_hook(post("blocks_out")))
+        hooks.append(on_call(blocks[0], pre=pre("block_in")))
+        hooks.append(on_call(blocks[-1], post=post("blocks_out")))
     ln_f = getattr(m, "ln_f", None)
     if isinstance(ln_f, nn.Module):
-        hooks.append(ln_f.register_forward_hook(
-            lambda mod, args, out: seen.__setitem__("ln_f_calls", seen.get("ln_f_calls", 0) + 1)))
+        hooks.append(on_call(ln_f, post=lambda mod, args, out: seen.__setitem__(
+            "ln_f_calls", seen.get("ln_f_calls", 0) + 1)))
     return hooks
 
 

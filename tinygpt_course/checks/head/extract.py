@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 from ...config import SIZES
-from ..common import changed_last_letter, evaluating, forward_record, gradients, probe, run_fixed, watching
+from ..common import (changed_last_letter, evaluating, forward_record, gradients, on_call, probe, run_fixed,
+                      watching)
 from ..weights import canonical_state
 
 PARTS = ("key", "query", "value")     # the task's order, which is also the order of the draws
@@ -58,7 +59,7 @@ def _run(m, x, rec, prefix):
                 seen.setdefault(SHORT[part], output.detach().clone())
         return hook
 
-    hooks = [getattr(m, part).register_forward_hook(keep(part)) for part in PARTS]
+    hooks = [on_call(getattr(m, part), post=keep(part)) for part in PARTS]
     with watching(rec, prefix):
         forward_record(m, x, rec, prefix, hooks)
     w = getattr(m, "weights", None)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ...config import SIZES
-from ..common import changed_last_letter, evaluating, forward_record, gradients, probe, run_fixed
+from ..common import changed_last_letter, evaluating, forward_record, gradients, on_call, probe, run_fixed
 from ..weights import canonical_state
 
 
@@ -68,9 +68,9 @@ def _run(m, x, rec, prefix):
     first = {}  # one hook per distinct head: the same object stored twice runs one hook
     for k, head in enumerate(m.heads):
         first.setdefault(id(head), (k, head))
-    hooks = [head.register_forward_hook(lambda mod, i, o, k=k: calls.append((k, o)))
+    hooks = [on_call(head, post=lambda mod, i, o, k=k: calls.append((k, o)))
              for k, head in first.values()]
-    hooks.append(m.proj.register_forward_pre_hook(lambda mod, i: proj_in.append(i[0])))
+    hooks.append(on_call(m.proj, pre=lambda mod, i: proj_in.append(i[0])))
     forward_record(m, x, rec, prefix, hooks)
     rec[prefix + "head_calls"] = [k for k, _ in calls]
     rec[prefix + "head_outs"] = [o.detach().clone() for _, o in calls if torch.is_tensor(o)]
