@@ -83,6 +83,7 @@ RAW_MISTAKES = {
     "missing_super_init": "the class never called super().__init__(), so PyTorch cannot keep its layers",
     "undefined_size": "NameError on a size (n_embd, head_size, block_size, ...): not defined where it is used",
     "undefined_name": "NameError: a name used before it was defined (or spelt otherwise)",
+    "used_before_assigned": "a local variable read before the line that assigns it ran (lines in the wrong order, or one left out)",
     "module_not_imported": "NameError on a module (math, np, ...): used without importing it",
     "module_list_called": "an nn.ModuleList (or ModuleDict) called as a layer: it holds layers but has no forward",
     "generator_to_cat": "torch.cat (or torch.stack) given a generator expression, not a list of tensors",
@@ -117,8 +118,16 @@ CONTAINERS = ("ModuleList", "ModuleDict", "ParameterList", "ParameterDict")
 
 def unanswered(rec, prefix):
     """The step under `prefix` raised the released stub's NotImplementedError: raised by the
-    learner's code itself, not by a torch module (a ModuleList called as a layer raises one too)."""
-    return rec.get(prefix + "exception") == "NotImplementedError" and rec.get(prefix + "error_module") is None
+    learner's code itself, by a `raise` line (where the line is known), not by a torch module (a
+    ModuleList called as a layer raises one too) nor by torch's own kernels (softmax of a bool
+    tensor, cross_entropy of swapped arguments raise one from the line that calls them)."""
+    if rec.get(prefix + "exception") != "NotImplementedError" or rec.get(prefix + "error_module") is not None:
+        return False
+    line = rec.get(prefix + "error_line")
+    if not line:
+        return True
+    tree = _line_tree(line)
+    return tree is None or bool(tree.body) and isinstance(tree.body[0], ast.Raise)
 
 
 def _line_tree(line):
@@ -173,6 +182,8 @@ def raw_mistake(rec, prefix):
         if name in SIZE_NAMES or difflib.get_close_matches(name, SIZE_NAMES, n=1, cutoff=0.8):
             return "undefined_size"
         return "undefined_name"
+    if exception == "UnboundLocalError":
+        return "used_before_assigned"
     if exception == "AttributeError" and rec.get(prefix + "error_on_self") is True:
         return "attribute_not_set"
     if exception == "NotImplementedError" and rec.get(prefix + "error_module") in CONTAINERS:
