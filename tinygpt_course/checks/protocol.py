@@ -83,6 +83,8 @@ RAW_MISTAKES = {
     "missing_super_init": "the class never called super().__init__(), so PyTorch cannot keep its layers",
     "undefined_size": "NameError on a size (n_embd, head_size, block_size, ...): not defined where it is used",
     "undefined_name": "NameError: a name used before it was defined (or spelt otherwise)",
+    "generator_by_position": "torch.multinomial(probs, 1, generator): its third parameter is replacement; a generator goes by name",
+    "tensor_as_condition": "a tensor used as a condition (if targets:): a tensor of several numbers is neither true nor false",
     "used_before_assigned": "a local variable read before the line that assigns it ran (lines in the wrong order, or one left out)",
     "module_not_imported": "NameError on a module (math, np, ...): used without importing it",
     "module_list_called": "an nn.ModuleList (or ModuleDict) called as a layer: it holds layers but has no forward",
@@ -166,6 +168,26 @@ def _joins_a_generator(tree):
                in ("cat", "stack", "concat", "concatenate") for node in ast.walk(tree))
 
 
+def _generator_by_position(tree):
+    """The line calls torch.multinomial with a third positional argument: its third parameter
+    is `replacement`, so a generator must be passed by name (generator=...)."""
+    return any(isinstance(node, ast.Call) and len(node.args) >= 3 and
+               (node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")) == "multinomial"
+               for node in ast.walk(tree))
+
+
+def _tensor_as_condition(tree):
+    """The line is an `if` or `while` (or a conditional expression) whose test is a bare value,
+    `if targets:` or `if not targets:`: a tensor of several numbers has no truth value."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.While, ast.IfExp)):
+            test = node.test.operand if isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not) \
+                else node.test
+            if isinstance(test, (ast.Name, ast.Attribute, ast.Subscript)):
+                return True
+    return False
+
+
 def raw_mistake(rec, prefix):
     """The raw Python or torch error a failed build (prefix 'init_') or forward pass shows, as a
     RAW_MISTAKES id, decided on the record's raw observations (the exception's type, the missing
@@ -192,6 +214,12 @@ def raw_mistake(rec, prefix):
         tree = _line_tree(rec.get(prefix + "error_line"))
         if tree is not None and _joins_a_generator(tree):
             return "generator_to_cat"
+        if tree is not None and _generator_by_position(tree):
+            return "generator_by_position"
+    if exception == "RuntimeError":
+        tree = _line_tree(rec.get(prefix + "error_line"))
+        if tree is not None and _tensor_as_condition(tree):
+            return "tensor_as_condition"
     classes = rec.get(prefix + "module_classes")
     if exception == "TypeError" and isinstance(classes, list) and classes:
         return "module_class_not_instance"

@@ -150,6 +150,7 @@ class GPTLesson(Lesson):
         "targets_wrong": "F.cross_entropy does not get the targets",
         "context_not_cropped": "generate does not crop the context to block_size",
         "no_softmax": "generate draws from scores, not probabilities (no softmax)",
+        "last_position_not_taken": "generate draws from every position's probabilities, not the last one's (logits[:, -1, :] not taken)",
         "model_not_called": "generate never calls the model",
         "generate_returns_none": "generate returns nothing (None): no return of the extended windows",
         "generate_shape": "generate returns another shape than the windows with their new letters",
@@ -372,6 +373,11 @@ class GPTLesson(Lesson):
                 "generate_returns_none")
         if rec.get("gen1_error"):
             draws = rec.get("gen1_draws") or []
+            if draws and draws[-1].dim() == 3:
+                return Verdict.fail(Kind.FORWARD_ERROR, (
+                    f"torch.multinomial got {shape_of(draws[-1])}: the probabilities of every position of "
+                    "every window. The next letter follows the last position only: take its scores, "
+                    "logits[:, -1, :], one row per window, before the softmax."), "last_position_not_taken")
             if draws and float(draws[-1].min()) < 0:
                 return Verdict.fail(Kind.FORWARD_ERROR, (
                     "torch.multinomial got negative numbers: it draws from probabilities. Turn the last "
