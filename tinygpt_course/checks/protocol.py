@@ -128,11 +128,11 @@ def unanswered(rec, prefix):
     line = rec.get(prefix + "error_line")
     if not line:
         return True
-    tree = _line_tree(line)
+    tree = line_tree(line)
     return tree is None or bool(tree.body) and isinstance(tree.body[0], ast.Raise)
 
 
-def _line_tree(line):
+def line_tree(line):
     """The learner's raising line as an ast, or None: a line cut from a longer statement is
     tried as an expression in brackets too."""
     line = (line or "").strip()[:500]
@@ -166,6 +166,24 @@ def _joins_a_generator(tree):
     return any(isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.GeneratorExp)
                and (node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", ""))
                in ("cat", "stack", "concat", "concatenate") for node in ast.walk(tree))
+
+
+def joins_along(tree):
+    """The dims the line's torch.cat (or stack) calls join along, as written (a number, or None
+    when not a plain number): [0] for torch.cat([idx, nxt], dim=0)."""
+    dims = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and (node.func.attr if isinstance(node.func, ast.Attribute)
+                                           else getattr(node.func, "id", "")) in ("cat", "stack", "concat"):
+            given = [k.value for k in node.keywords if k.arg == "dim"] + node.args[1:2]
+            value = None
+            if given:
+                try:
+                    value = ast.literal_eval(given[0])
+                except ValueError:
+                    value = None
+            dims.append(value if isinstance(value, int) else 0 if not given else None)
+    return dims
 
 
 def _generator_by_position(tree):
@@ -211,20 +229,20 @@ def raw_mistake(rec, prefix):
     if exception == "NotImplementedError" and rec.get(prefix + "error_module") in CONTAINERS:
         return "module_list_called"
     if exception == "TypeError":
-        tree = _line_tree(rec.get(prefix + "error_line"))
+        tree = line_tree(rec.get(prefix + "error_line"))
         if tree is not None and _joins_a_generator(tree):
             return "generator_to_cat"
         if tree is not None and _generator_by_position(tree):
             return "generator_by_position"
     if exception == "RuntimeError":
-        tree = _line_tree(rec.get(prefix + "error_line"))
+        tree = line_tree(rec.get(prefix + "error_line"))
         if tree is not None and _tensor_as_condition(tree):
             return "tensor_as_condition"
     classes = rec.get(prefix + "module_classes")
     if exception == "TypeError" and isinstance(classes, list) and classes:
         return "module_class_not_instance"
     if exception == "RuntimeError":
-        tree = _line_tree(rec.get(prefix + "error_line"))
+        tree = line_tree(rec.get(prefix + "error_line"))
         uses = _uses(tree) if tree is not None else set()
         if rec.get(prefix + "error_module") and not uses:
             return "layer_input_shape"

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from ...config import SIZES
-from ..protocol import Kind, Lesson, Verdict, close, n_params, raw_mistake, shape_of, unanswered
+from ..protocol import Kind, Lesson, Verdict, close, joins_along, line_tree, n_params, raw_mistake, shape_of, unanswered
 
 B, T, V, C = SIZES.batch_size, SIZES.block_size, SIZES.vocab_size, SIZES.n_embd
 
@@ -152,6 +152,7 @@ class GPTLesson(Lesson):
         "no_softmax": "generate draws from scores, not probabilities (no softmax)",
         "last_position_not_taken": "generate draws from every position's probabilities, not the last one's (logits[:, -1, :] not taken)",
         "model_not_called": "generate never calls the model",
+        "appended_on_wrong_dim": "generate joins the new letters to the windows along dim 0 (torch.cat's default), not dim 1",
         "generate_returns_none": "generate returns nothing (None): no return of the extended windows",
         "generate_shape": "generate returns another shape than the windows with their new letters",
         "start_changed": "generate changes the letters it started from",
@@ -378,6 +379,12 @@ class GPTLesson(Lesson):
                     f"torch.multinomial got {shape_of(draws[-1])}: the probabilities of every position of "
                     "every window. The next letter follows the last position only: take its scores, "
                     "logits[:, -1, :], one row per window, before the softmax."), "last_position_not_taken")
+            tree = line_tree(rec.get("gen1_error_line"))
+            if rec.get("gen1_exception") == "RuntimeError" and tree is not None and 0 in joins_along(tree):
+                return Verdict.fail(Kind.FORWARD_ERROR, (
+                    "generate joins the new letters along dim 0, the windows' dimension (torch.cat's "
+                    "default): that adds windows, and the drawn [B, 1] does not fit under [B, T]. A new "
+                    "letter goes at the end of each window: join along dim=1."), "appended_on_wrong_dim")
             if draws and float(draws[-1].min()) < 0:
                 return Verdict.fail(Kind.FORWARD_ERROR, (
                     "torch.multinomial got negative numbers: it draws from probabilities. Turn the last "
