@@ -33,7 +33,8 @@ def structure_problem(s, ref_s):
     if types["blocks"] in ("list", "tuple"):
         return fail(f"self.blocks is a plain Python {types['blocks']}, so PyTorch does not look inside "
                     f"it: parameters() finds {n_params(s)} weights to learn, not {n_params(ref_s)}, and "
-                    "the blocks would never be trained. Use nn.Sequential(*[Block() for _ in range(n_layer)]).",
+                    "the blocks would never be trained. Keep them in an nn.Sequential (built from that list, "
+                    "unpacked with *), which registers each Block.",
                     "plain_list")
     if s["block_types"] is not None and len(s["block_types"]) != len(ref_s["block_types"]):
         return fail(f"self.blocks holds {len(s['block_types'])} blocks; the lesson stacks n_layer = "
@@ -280,8 +281,9 @@ class GPTLesson(Lesson):
                     "positions attention sees the window as a set of letters, not in order: add "
                     "self.pos_emb(torch.arange(T))."), "no_positions")
             return Verdict.fail(Kind.WRONG_VALUE, (
-                "the first block did not get token embedding + position embedding: "
-                "x = self.token_emb(idx) + self.pos_emb(torch.arange(T))."), "embeddings_wrong")
+                "the first block did not get token embedding + position embedding: each letter's vector is "
+                "what the letter is (self.token_emb of its id) plus where it is (self.pos_emb of its "
+                "position, 0 to T - 1), added."), "embeddings_wrong")
         if not close(blocks_out, ref["blocks_out"]):
             return Verdict.fail(Kind.WRONG_VALUE, (
                 f"the blocks' output is not what the {SIZES.n_layer} blocks give, one after the other, on "
@@ -341,8 +343,8 @@ class GPTLesson(Lesson):
     def _loss_diagnosis(self, rec, calls, ref_call):
         if not calls:
             return Verdict.fail(Kind.WRONG_VALUE, (
-                "the loss does not come from F.cross_entropy: compute it with "
-                "F.cross_entropy(logits.view(B * T, vocab_size), targets.view(B * T))."), "loss_not_ce")
+                "the loss does not come from F.cross_entropy: compute it with F.cross_entropy on the "
+                f"logits flattened to B * T rows of {V} scores and the targets flattened to B * T ids."), "loss_not_ce")
         call = calls[-1]
         if call.get("reduction") != "mean":
             return Verdict.fail(Kind.WRONG_VALUE, (
@@ -422,7 +424,7 @@ class GPTLesson(Lesson):
             return Verdict.fail(Kind.WRONG_VALUE, (
                 f"torch.multinomial got probabilities that add up to 1 down each column, over the "
                 f"{shape_of(draws[0])[0]} windows, not along each row: the softmax ran over dim 0, the windows "
-                "(which never talk to each other). Use F.softmax(logits[:, -1, :], dim=-1), over the symbols."),
+                "(which never talk to each other). Take the softmax along the symbols' dimension, the last one."),
                 "softmax_axis")
         if draws and any(not close(d.sum(-1), torch.ones(d.shape[:-1])) for d in draws):
             return Verdict.fail(Kind.WRONG_VALUE, (
