@@ -61,6 +61,15 @@ def lessons_in_order():
     return [(lesson, cls, teaches) for _, lesson, cls, teaches in rows]
 
 
+def gives_away(lessons):
+    """[(lesson, [the earlier lessons whose class its set-up cells define])], in the course's order."""
+    out = []
+    for i, (lesson, _, _) in enumerate(lessons):
+        defined = set(re.findall(r"^class (\w+)\b", "\n".join(notebooks.lesson_source(lesson).setup), re.M))
+        out.append((lesson, [earlier for earlier, cls, _ in lessons[:i] if cls in defined]))
+    return out
+
+
 def wrong_answers(lesson):
     """(what the answer does, its code, its mistake id) for the lesson's catalogue mistakes that run as plain
     Python (crashes, tampering and notebook surgery are the grading pipeline's business)."""
@@ -158,7 +167,8 @@ def render():
     from tinygpt_course.report.collect import LESSONS
     from tinygpt_course.report.page import NO_LADDER
     ops = OPERATIONS.replace("{METADATA_KEY}", KEY).replace("{NO_LADDER}", NO_LADDER).replace(
-        "{LESSONS}", ", ".join(LESSONS))
+        "{LESSONS}", ", ".join(LESSONS)).replace("{GIVES_AWAY}", "; ".join(
+            f"{lesson}'s holds the answer of {' and '.join(earlier)}" for lesson, earlier in gives_away(lessons) if earlier))
     out += [line.rstrip() for line in ops.strip("\n").splitlines()]
     return "\n".join(out) + "\n"
 
@@ -179,6 +189,14 @@ nbgrader generate_assignment gpt --force      # source/gpt/ -> release/gpt/ (sol
 
 Hand out `release/<lesson>/<lesson>.ipynb` (on the classroom hub: the formgrader's *Release* button
 or `nbgrader release_assignment <lesson>`; see hub/README.md).
+
+**Release in order, after the previous deadline.** A lesson's set-up cells give learners, working,
+the classes of the lessons before it, so releasing a lesson hands out their answers:
+{GIVES_AWAY}. Release each lesson only once the lessons it gives away are past their deadline
+(and collected): give each lesson a deadline in the gradebook (`nbgrader db assignment add head
+--duedate="2027-01-15 18:00:00"`, or the formgrader's *Manage Assignments*) and release with
+`tinygpt-release <lesson>`, which runs `nbgrader release_assignment <lesson>` and refuses (exit 3)
+while a lesson it gives away has no deadline or one not passed (`--force` releases anyway).
 
 **Collect and grade.**
 
