@@ -27,6 +27,7 @@ from tinygpt_course.grading.owner import CheckOwner  # noqa: E402
 from tinygpt_course.grading.repair import (  # noqa: E402
     ForgetDuplicates, RestoreDeletedCells, pre_convert_hook)
 from tinygpt_course.grading.hints_used import KeepHintsUsed  # noqa: E402
+from tinygpt_course.grading.integrity import NoteChangedCells, NoteDeletedCells  # noqa: E402
 from tinygpt_course.grading.sanitize_outputs import SanitizeOutputs  # noqa: E402
 from tinygpt_course.grading.verdicts import RecordVerdicts  # noqa: E402
 
@@ -35,10 +36,12 @@ from tinygpt_course.grading.verdicts import RecordVerdicts  # noqa: E402
 # and a released test cell, unchanged, gets its hidden tests back before OverwriteCells compares
 # checksums (nbgrader would report every hidden-test cell as changed; any real change still is).
 # KeepHintsUsed keeps the tutor's hint rungs used as data (metadata.tinygpt.hints_used) before
-# the run replaces the widget state.
+# the run replaces the widget state. NoteDeletedCells and NoteChangedCells keep, as data, which
+# graded cells the learner deleted and which read-only cells they edited, before they are put
+# back (tinygpt-grade-class and the class report show them).
 c.Autograde.sanitize_preprocessors = [CheckOwner, KeepHintsUsed, ClearOutput, DeduplicateIds, ForgetDuplicates(),
-                                      RestoreDeletedCells(), OverwriteKernelspec, RestoreHiddenTests,
-                                      OverwriteCells, CheckCellMetadata]
+                                      NoteDeletedCells, RestoreDeletedCells(), OverwriteKernelspec,
+                                      RestoreHiddenTests, NoteChangedCells, OverwriteCells, CheckCellMetadata]
 
 # nbgrader's autograde pipeline with steps swapped in or added: PrepareChecks first (reads
 # source/ and runs the solution before any learner code runs), RobustExecute for Execute (the

@@ -211,6 +211,13 @@ Grading re-runs each answer in a sandbox with weights and a seed of its own and 
 against the lesson's solution; a check the learner's kernel passed but the re-run did not confirm
 loses its points and is flagged in the formgrader. The formgrader shows the same scores.
 
+**Tampering you can see.** A learner who deleted a test cell or edited a read-only one gets it
+back from `source/` before grading (nbgrader only logs that); the course keeps it as data in the
+autograded notebook, and `tinygpt-grade-class` ends with one line per such learner
+(`dee: cell deleted: causal; cell changed: shapes`), with the checks the independent re-run did not
+confirm and the notebooks that were not valid JSON. The class report's *Flagged and ungraded
+submissions* table says the same.
+
 A submission is taken as data: collect copies only regular files and folders (never following a
 link, at most `c.SubmissionTree.max_depth` folders deep and `max_entries` entries, within
 nbgrader's `max_file_size` and `max_dir_size`), every file the student's. A submission with

@@ -3,7 +3,8 @@
 Real nbgrader on a throw-away copy of the course with a small class: a right answer, a wrong
 one (plain list: partial credit), a notebook that is not JSON (the course's repair hook grades
 the released notebook in its place), and one whose answer cell's nbgrader metadata is damaged
-(nbgrader reports an error for it and goes on with the others).
+(nbgrader reports an error for it and goes on with the others), and the right answer with a test
+cell edited and another deleted (graded in full, and named in the integrity summary).
 """
 import multiprocessing
 import shutil
@@ -17,8 +18,8 @@ from nbgrader.api import Gradebook
 from tinygpt_course.classroom.lock import install_gradebook_lock
 from tinygpt_course.testing import submissions as subs
 
-ROSTER = {"ann": "right", "bob": "plainlist", "cat": "notjson", "abe": "badmeta"}
-GRADED = ["ann", "bob", "cat"]     # abe (graded first) handed in one nbgrader cannot grade
+ROSTER = {"ann": "right", "bob": "plainlist", "cat": "notjson", "abe": "badmeta", "dee": "tampered"}
+GRADED = ["ann", "bob", "cat", "dee"]     # abe (graded first) handed in one nbgrader cannot grade
 FULL_MARKS = 7
 
 
@@ -91,17 +92,17 @@ def test_second_run_skips_graded_and_regrades_a_resubmission(graded):
     subs.submit(course, "bob", "right")
     run = grade_class(course)
     after = notebook_mtimes(course)
-    for student in ["ann", "cat"]:
+    for student in ["ann", "cat", "dee"]:
         assert after[student] == before[student], f"{student} was graded again:\n{run.stderr[-3000:]}"
     assert after["bob"] != before["bob"], "a newer submission was not regraded"
     assert subs.totals(subs.gradebook_scores(course))["bob"] == FULL_MARKS
-    assert "skipped 2" in run.stderr, run.stderr[-3000:]
+    assert "skipped 3" in run.stderr, run.stderr[-3000:]
     assert "abe" not in after, "the broken submission left an autograded notebook"
 
 
 def test_force_regrades_everything(graded):
     course = copy_of(graded, "force")
-    for student in ["abe", "bob", "cat"]:      # a class of one keeps the test fast
+    for student in ["abe", "bob", "cat", "dee"]:      # a class of one keeps the test fast
         shutil.rmtree(course / "submitted" / student)
     before, scores = notebook_mtimes(course), subs.gradebook_scores(course)
     run = grade_class(course, "--force")
@@ -141,3 +142,47 @@ def test_workers_take_turns_on_the_gradebook(graded):
     finally:
         release.set()
         holder.join(60)
+
+
+def test_the_summary_names_what_grading_put_back(graded):
+    """tinygpt-grade-class ends with one line per learner whose notebook was tampered with or
+    was not JSON, decided on the autograded notebooks' data; the untouched ones are not named."""
+    out = graded["out_fast"]
+    lines = [ln.strip() for ln in out.split("tinygpt-grade-class: integrity", 1)[-1].splitlines()[1:]
+             if ln.startswith("  ")]
+    dee = [ln for ln in lines if ln.startswith("dee: ")]
+    assert dee == [f"dee: cell deleted: {subs.TAMPERED['deleted']}; cell changed: {subs.TAMPERED['changed']}"], out
+    assert [ln for ln in lines if ln.startswith("cat: ")] == ["cat: not valid JSON: the release graded in its place"], out
+    assert not [ln for ln in lines if ln.startswith(("ann:", "bob:"))], out
+    with Gradebook(f"sqlite:///{graded['fast']}/gradebook.db") as gb:     # put back: full marks
+        assert gb.find_submission("multihead", "dee").score == FULL_MARKS
+
+
+def test_the_class_report_flags_the_tampered_notebook(graded, tmp_path):
+    """The class report's flagged table says the same, as the page's text (escaped HTML)."""
+    from tinygpt_course.grading.integrity import KINDS
+    page = tmp_path / "report.html"
+    run = subprocess.run([str(Path(sys.executable).parent / "tinygpt-class-report"), "multihead", "--course-dir",
+                          str(graded["fast"]), "-o", str(page), "--quiet"], capture_output=True, text=True,
+                         env=subs.env(), timeout=600)
+    assert run.returncode == 0, run.stderr
+    html = page.read_text()
+    row = html[html.index("<code>dee</code>"):].split("</tr>", 1)[0]
+    assert f"{KINDS['cell_changed']}: {subs.TAMPERED['changed']}" in row, row
+    assert f"{KINDS['cell_deleted']}: {subs.TAMPERED['deleted']}" in row, row
+    assert "<code>ann</code>" not in html.split("Flagged and ungraded", 1)[1].split("<h2>", 1)[0]
+
+
+def test_without_the_notes_the_tampering_goes_unseen(graded, tmp_path):
+    """The defence off: the same learner graded with the two Note steps taken out of the
+    course's config is not named."""
+    course = tmp_path / "course"
+    shutil.copytree(graded["fast"], course)
+    for student in ["abe", "ann", "bob", "cat"]:      # dee alone keeps the test fast
+        shutil.rmtree(course / "submitted" / student)
+    config = course / "nbgrader_config.py"
+    config.write_text(config.read_text().replace("NoteDeletedCells, RestoreDeletedCells()", "RestoreDeletedCells()")
+                      .replace("RestoreHiddenTests, NoteChangedCells,", "RestoreHiddenTests,"))
+    run = grade_class(course, "--force")
+    assert run.returncode == 0 and "graded 1" in run.stderr, run.stderr
+    assert "dee: cell" not in run.stderr, run.stderr

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from .lock import install_gradebook_lock
-from .outcome import report_problems
+from .outcome import report_integrity, report_problems
 from .pool import run_pool
 from .submissions import find_submissions, gradebook_state, is_graded, load_course, prepare_checks
 
@@ -147,6 +147,7 @@ def _main(argv, logs_base):
     graded = sum(1 for code, _ in results.values() if code == 0)
     print(f"tinygpt-grade-class: graded {graded}, skipped {skipped}, failed {len(failed)}, "
           f"flagged {len(spoofed)} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    report_integrity(coursedir, args.assignment, [s for s, (code, _) in results.items() if code == 0])
     if report_problems(spoofed, failed, f"logs in {log_dir}"):
         return 1
     if not logs:

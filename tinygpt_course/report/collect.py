@@ -1,6 +1,7 @@
 """What the class report shows, read from what grading kept: nbgrader's gradebook (scores, the
 FLAGGED comments RecordFlags writes) and the verdicts RecordVerdicts keeps in each autograded
-notebook (kind and mistake per check, from the independent re-run). Trusted code: it parses
+notebook (kind and mistake per check, from the independent re-run), and the cells grading put
+back (grading.integrity). Trusted code: it parses
 JSON and the gradebook, and imports nothing that runs learner code.
 """
 import os
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 
 import json
 
+from ..grading.integrity import KINDS, integrity
 from ..grading.owner import submission_problem
 from ..grading.verdicts import read_verdicts
 
@@ -168,6 +170,7 @@ def _read_autograded(coursedir, lesson, notebooks, s):
                              "or not a checked lesson): regrade with --force")
             continue
         s.verdicts.update(kept["checks"])
+        s.reasons += [f"{KINDS[kind]}: {cell}" for kind, cell in integrity(nb)]
         if kept.get("broken"):
             s.reasons.append(f"the submitted {name}.ipynb was not a valid notebook: kept as {name}.ipynb.broken, "
                              "the released notebook was graded in its place")

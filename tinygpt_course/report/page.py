@@ -175,6 +175,9 @@ submission. Mean score {mean:.2f} of {results.max_score:g}; full marks: {full}.<
 hints a learner can get for it.</p>
 {mistakes_html(results, describe, ladder)}
 <h2>Flagged and ungraded submissions</h2>
+<p>Integrity: a submission is flagged when grading had to put back a cell the learner deleted or a
+read-only cell they edited, when a check passed in the learner's kernel but not in the independent
+re-run, or when the notebook was not valid JSON; each row says which.</p>
 {problems_html(results)}
 <h2>Across the lessons</h2>
 {across_html(all_results)}

@@ -14,7 +14,8 @@ from .course import REPO, autograded_notebooks, differences, env, gradebook_scor
 from .notebooks import cell, source_path, without_markers
 
 ASSIGNMENT = "multihead"
-KINDS = ("right", "summed", "plainlist", "unanswered")   # the mix the benchmark cycles through
+KINDS = ("right", "summed", "plainlist", "unanswered")
+TAMPERED = {"changed": "shapes", "deleted": "causal"}    # the test cells the "tampered" kind edits, deletes   # the mix the benchmark cycles through
 
 
 def _answer_cell(nb):
@@ -47,6 +48,9 @@ def answers(reference):
         # the right answer in a cell whose nbgrader metadata was damaged (graded, no points):
         # nbgrader reports an error for this submission and grades the others
         "badmeta": reference,
+        # the right answer, a test cell edited (its check replaced by `pass`) and another deleted:
+        # grading puts both back from source and says so (grading.integrity)
+        "tampered": reference,
     }
 
 
@@ -68,6 +72,10 @@ def submit(course, student, kind):
         _answer_cell(nb)["source"] = src
     if kind == "badmeta":
         _answer_cell(nb)["metadata"]["nbgrader"]["grade"] = True
+    if kind == "tampered":
+        ids = [c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb["cells"]]
+        nb["cells"][ids.index(TAMPERED["changed"])]["source"] = "pass  # the check, edited away\n"
+        del nb["cells"][ids.index(TAMPERED["deleted"])]
     out.write_text(json.dumps(nb, indent=1))
     return out
 
