@@ -108,11 +108,15 @@ def output_text(output):
 QUOTED = ("(output removed from this feedback: it quoted the code of a hidden check or of the solution)\n")
 
 
-class ExplainChecks(NbGraderPreprocessor):
-    # nbgrader's base class declares this without config=True, so nbconvert's exporter, which
-    # passes it to every preprocessor, got the warning "display_data_priority not recognized"
+class FeedbackStep(NbGraderPreprocessor):
+    """A step of generate_feedback's pipeline. nbgrader's base class declares display_data_priority
+    without config=True, so nbconvert's exporter, which passes it to every preprocessor, warned
+    "display_data_priority not recognized" on every run, once per step of ours."""
     display_data_priority = List(['text/html', 'application/pdf', 'text/latex', 'image/svg+xml', 'image/png',
                                   'image/jpeg', 'text/plain'], help="As nbgrader's GetGrades").tag(config=True)
+
+
+class ExplainChecks(FeedbackStep):
 
     def preprocess(self, nb, resources):
         self._secrets = Secrets(course_notebook(self.config, resources.get("nbgrader", {})), nb)

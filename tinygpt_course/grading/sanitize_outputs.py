@@ -35,7 +35,8 @@ from nbformat.v4 import new_output
 from traitlets import Bool, List, Unicode
 
 from nbgrader.coursedir import CourseDirectory
-from nbgrader.preprocessors import NbGraderPreprocessor
+
+from .feedback import FeedbackStep
 
 BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 SIZE = re.compile(r"\d{1,5}")
@@ -96,7 +97,7 @@ def joined(value):
     return "".join(value) if isinstance(value, list) else value if isinstance(value, str) else ""
 
 
-class SanitizeOutputs(NbGraderPreprocessor):
+class SanitizeOutputs(FeedbackStep):
     """Every output text, a checked image or cleaned HTML; learner markdown and raw cells as text."""
 
     images = List(Unicode(), ["image/png", "image/jpeg"], help=(
