@@ -84,6 +84,14 @@ c.SubmissionTree.max_entries = 1000        # files and folders in one submission
 # of the solution; SanitizeOutputs again, for notebooks autograded before it was in the pipeline.
 c.GenerateFeedback.preprocessors = ["nbgrader.preprocessors.GetGrades", SanitizeOutputs, ExplainChecks,
                                     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
+# The feedback page loads nothing from outside the machine: nbgrader's feedback template fetches
+# MathJax from a CDN, and no lesson writes any math ($...$): the course's templates (searched
+# before nbgrader's and nbconvert's) hold a mathjax macro that loads none.
+import nbgrader  # noqa: E402
+import tinygpt_course.grading  # noqa: E402
+c.HTMLExporter.extra_template_basedirs = [
+    os.path.join(os.path.dirname(tinygpt_course.grading.__file__), "templates"),
+    os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates")]
 
 # Grades for an LMS: uncomment and `nbgrader export` writes canvas_grades.csv, the gradebook CSV
 # Canvas imports (tinygpt_course/export.py); as it is, nbgrader's own grades.csv.

@@ -188,13 +188,17 @@ def test_without_the_notes_the_tampering_goes_unseen(graded, tmp_path):
     assert "dee: cell" not in run.stderr, run.stderr
 
 
-def test_feedback_runs_without_a_config_warning(graded, tmp_path):
+def test_feedback_runs_without_a_config_warning_and_fetches_nothing(graded, tmp_path):
     """generate_feedback reads the course's steps with no "not recognized" warning (issue 19:
-    nbgrader's base class left display_data_priority unconfigurable; grading.feedback.FeedbackStep)."""
+    nbgrader's base class left display_data_priority unconfigurable; grading.feedback.FeedbackStep),
+    and its page loads no script, style or picture from another host (no MathJax from a CDN)."""
     course = tmp_path / "course"
     shutil.copytree(graded["fast"], course)
     run = subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", "multihead", "--student", "ann"],
                          cwd=course, env=subs.env(), capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     assert "not recognized" not in run.stdout + run.stderr, run.stderr
-    assert (course / "feedback" / "ann" / "multihead" / "multihead.html").is_file()
+    page = (course / "feedback" / "ann" / "multihead" / "multihead.html").read_text()
+    import re
+    assert re.findall(r"<(?:script|link|img)[^>]*(?:src|href)=[\"'](?:https?:)?//", page) == [], \
+        "the feedback page fetches something from outside the machine"
