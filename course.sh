@@ -66,7 +66,6 @@ setup_venv() {  # $1: pip extras, e.g. "" or "[test]"; $2: "copy" installs a cop
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$src" 2>&1 \
             | grep -v "is neither a file nor a directory" || true
         rm -rf "$src"
-        chmod -R a+rX "$VENV"
         # -I: not the checkout's tinygpt_course (python -c would put this folder first on sys.path)
         "$VENV/bin/python" -I -c 'import sys, tinygpt_course
 assert tinygpt_course.__file__.startswith(sys.prefix), f"tinygpt_course from {tinygpt_course.__file__}, not the venv"
@@ -93,6 +92,9 @@ print("== torch", torch.__version__, "(CPU build)" if cuda is None else f"(CUDA 
     cp -R hub/labextension/tinygpt-feedback "$VENV/share/jupyter/labextensions/"
     # the learner's and the teacher's Jupyter config (hub/roles.py: the same roles as on the hub)
     "$VENV/bin/python" hub/roles.py local "$VENV/etc/tinygpt"
+    # the hub's students read the venv whatever the checkout's mode (hub/README: a private
+    # checkout) and the umask: last, after everything above was copied or written into it
+    if [ "${2:-}" = copy ]; then chmod -R a+rX "$VENV"; fi
 }
 
 setup_system() {  # what the tests need from outside PyPI (run as root, e.g. in CI)

@@ -67,11 +67,29 @@ def make_course_venv(base: Path, log) -> Path:
     if reuse and reuse != "new":
         return Path(reuse)
     venv = base / "venv"
-    r = subprocess.run(["bash", str(REPO / "course.sh"), "setup", "hub"], capture_output=True, text=True,
+    # from a private checkout, as hub/README.md has it (its files readable by their owner alone):
+    # whatever setup copies into the venv must still be readable by the students
+    private = base / "private-checkout"
+    _copy_tracked(private)
+    subprocess.run(["chmod", "-R", "go-rwx", str(private)], check=True)
+    r = subprocess.run(["bash", str(private / "course.sh"), "setup", "hub"], capture_output=True, text=True,
                        env={**os.environ, "TINYGPT_VENV": str(venv)})
     log.write_text(r.stdout + r.stderr)
+    shutil.rmtree(private, ignore_errors=True)
     assert r.returncode == 0, f"course.sh setup hub failed, see {log}:\n{r.stderr[-3000:]}"
+    unreadable = [str(p) for p in venv.rglob("*") if not p.is_symlink() and not p.stat().st_mode & 0o004]
+    assert not unreadable, f"the students cannot read {len(unreadable)} files of the venv: {unreadable[:5]}"
     return venv
+
+
+def _copy_tracked(dest: Path):
+    """This checkout's tracked (and new, not ignored) files, copied with their modes into dest."""
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           capture_output=True, check=True).stdout
+    for rel in filter(None, files.decode().split("\0")):
+        if (REPO / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, dest / rel)
 
 
 def editable_traces(venv: Path) -> list[str]:
@@ -97,11 +115,7 @@ def make_checkout(base: Path, group: str) -> Path:
     checkout's tracked files, readable by root and the teachers' group alone (it holds source/,
     the catalogue, the guide)."""
     dest = base / "checkout"
-    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"], capture_output=True, check=True).stdout
-    for rel in filter(None, files.decode().split("\0")):
-        if (REPO / rel).is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, dest / rel)
+    _copy_tracked(dest)
     subprocess.run(["chgrp", "-R", group, str(dest)], check=True)
     subprocess.run(["chmod", "-R", "u+rwX,g+rX,g-w,o-rwx", str(dest)], check=True)
     return dest
