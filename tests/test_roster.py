@@ -45,6 +45,35 @@ def test_a_bad_line_is_named(tmp_path, row, says):
         read_roster(_csv(tmp_path / "r.csv", [STUDENTS[0], row]))
 
 
+def test_every_bad_line_is_named_in_one_run(tmp_path):
+    with pytest.raises(RosterError) as caught:
+        read_roster(_csv(tmp_path / "r.csv", [STUDENTS[0], ("Ada", "A", "L", ""), ("x1", "A", "B", "nope"),
+                                               ("tgroster1", "A", "B", "")]))
+    lines = str(caught.value).splitlines()
+    assert [ln.split(": ", 1)[0].rsplit(", ", 1)[-1] for ln in lines] == ["line 3", "line 4", "line 5"], lines
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes a Unix user: needs root")
+def test_an_existing_account_outside_the_group_is_adopted_only_when_asked():
+    """Someone's own account (uid >= UID_MIN, not in the students' group) named by the roster is
+    refused, naming it, unless --adopt; every refused account is named at once."""
+    from tinygpt_course.roster import check_accounts
+    own = "tgrosterown"
+    try:
+        hh.remove_user(own)
+        subprocess.run(["useradd", "-M", "-c", hh.USER_TAG, own], check=True)
+        row = {"id": own, "first_name": "", "last_name": "", "email": ""}
+        with pytest.raises(RosterError) as caught:
+            check_accounts([row, {**row, "id": "daemon"}], "root", group=GROUP)
+        lines = str(caught.value).splitlines()
+        assert len(lines) == 2 and any(f"{own} is an existing account, not in the students' group {GROUP}: pass --adopt"
+                                       in ln for ln in lines) and any("daemon is a system account" in ln for ln in lines)
+        check_accounts([row], "root", group=GROUP, adopt=True)          # asked: adopted
+        check_accounts([row], "root")                                   # no group given: as before
+    finally:
+        hh.remove_user(own)
+
+
 def test_a_file_without_the_header_is_refused(tmp_path):
     with pytest.raises(RosterError, match="must name the columns"):
         read_roster(_csv(tmp_path / "r.csv", [STUDENTS[0]], header=("tgroster0", "A", "B", "")))

@@ -43,32 +43,43 @@ class RosterError(ValueError):
 
 
 def read_roster(path):
-    """[{id, first_name, last_name, email}] from the CSV, every line checked."""
+    """[{id, first_name, last_name, email}] from the CSV, every line checked; a RosterError names
+    every bad line at once (a class list is fixed in one go, not one run per mistake)."""
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
         header = [h.strip() for h in reader.fieldnames or []]
         if "id" not in header:
             raise RosterError(f"{path}: the first line must name the columns {','.join(COLUMNS)} (found {header})")
-        students, seen = [], set()
+        students, seen, errors = [], set(), []
         for n, row in enumerate(reader, start=2):
             row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
             if not any(row.values()):
                 continue
-            sid = row.get("id", "")
-            if not NAME.match(sid):
-                raise RosterError(f"{path}, line {n}: {sid!r} is not a Unix user name "
-                                  "(lower-case letters, digits, _ and -, starting with a letter or _, 32 at most)")
-            if sid in seen:
-                raise RosterError(f"{path}, line {n}: {sid} is listed twice")
-            seen.add(sid)
-            email = row.get("email", "")
-            if email and "@" not in email:
-                raise RosterError(f"{path}, line {n}: {email!r} is not an email address")
-            for field in ("first_name", "last_name"):
-                if any(ch in row.get(field, "") for ch in ":,\n"):
-                    raise RosterError(f"{path}, line {n}: the {field} of {sid} holds ':' or ','")
+            problem = _line_problem(row, seen)
+            if problem:
+                errors.append(f"{path}, line {n}: {problem}")
+                continue
+            seen.add(row["id"])
             students.append({k: row.get(k, "") for k in COLUMNS})
+    if errors:
+        raise RosterError("\n".join(errors))
     return students
+
+
+def _line_problem(row, seen):
+    sid = row.get("id", "")
+    if not NAME.match(sid):
+        return (f"{sid!r} is not a Unix user name "
+                "(lower-case letters, digits, _ and -, starting with a letter or _, 32 at most)")
+    if sid in seen:
+        return f"{sid} is listed twice"
+    email = row.get("email", "")
+    if email and "@" not in email:
+        return f"{email!r} is not an email address"
+    for field in ("first_name", "last_name"):
+        if any(ch in row.get(field, "") for ch in ":,\n"):
+            return f"the {field} of {sid} holds ':' or ','"
+    return None
 
 
 def uid_min():
@@ -104,25 +115,45 @@ def sandbox_use(uid, teacher, sandbox_uid, jobs=GRADING_JOBS):
     return None
 
 
-def check_accounts(students, teacher, sandbox_uid=None, jobs=GRADING_JOBS):
-    """Refuse a student who is the teacher, an existing system account (root, www-data...), or an
-    account whose uid the grading sandbox uses (nobody, 65534: c.Sandbox.uid, worker 0's)."""
+def check_accounts(students, teacher, sandbox_uid=None, jobs=GRADING_JOBS, group=None, adopt=False):
+    """Refuse a student who is the teacher, an existing system account (root, www-data...), an
+    account whose uid the grading sandbox uses (nobody, 65534: c.Sandbox.uid, worker 0's), or,
+    unless `adopt`, an existing account not in the students' `group` (someone's own account made a
+    student by a typo). A RosterError names every refused account at once."""
     if sandbox_uid is None:
         from tinygpt_course.grading.sandbox import Sandbox
         sandbox_uid = Sandbox.uid.default_value
+    members = set(grp.getgrnam(group).gr_mem) if group and _group_exists(group) else set()
+    errors = []
     for s in students:
         if s["id"] == teacher:
-            raise RosterError(f"{s['id']} is the teacher: not a student")
+            errors.append(f"{s['id']} is the teacher: not a student")
+            continue
         try:
-            uid = pwd.getpwnam(s["id"]).pw_uid
+            entry = pwd.getpwnam(s["id"])
         except KeyError:
             continue
+        uid = entry.pw_uid
         if uid < uid_min():
-            raise RosterError(f"{s['id']} is a system account (uid {uid} < UID_MIN {uid_min()}): not a student")
+            errors.append(f"{s['id']} is a system account (uid {uid} < UID_MIN {uid_min()}): not a student")
+            continue
         why = sandbox_use(uid, teacher, sandbox_uid, jobs)
         if why:
-            raise RosterError(f"{s['id']} has uid {uid}, {why}: not a student (give the student an account "
-                              "of their own, or grading another c.Sandbox.uid and pass it as --sandbox-uid)")
+            errors.append(f"{s['id']} has uid {uid}, {why}: not a student (give the student an account "
+                          "of their own, or grading another c.Sandbox.uid and pass it as --sandbox-uid)")
+        elif group and not adopt and s["id"] not in members:
+            errors.append(f"{s['id']} is an existing account, not in the students' group {group}: pass --adopt to "
+                          "make it a student (it keeps its password and home), or fix the roster's id")
+    if errors:
+        raise RosterError("\n".join(errors))
+
+
+def _group_exists(group):
+    try:
+        grp.getgrnam(group)
+        return True
+    except KeyError:
+        return False
 
 
 def _run(cmd, **kw):
@@ -207,6 +238,8 @@ def main(argv=None):
     ap.add_argument("--passwords", default="tinygpt-passwords.csv",
                     help="where the new users' passwords go (mode 0600) [%(default)s]")
     ap.add_argument("--reset-passwords", action="store_true", help="new passwords for existing users too")
+    ap.add_argument("--adopt", action="store_true",
+                    help="make existing accounts that are not in the students' group students too")
     ap.add_argument("--comment", help="the accounts' comment (GECOS) instead of the student's name")
     ap.add_argument("--sandbox-uid", type=int, default=None,
                     help="the course's c.Sandbox.uid, if not the default (65534): accounts of that uid and the "
@@ -223,9 +256,9 @@ def main(argv=None):
     try:
         students = read_roster(args.roster)
         pwd.getpwnam(args.teacher)
-        check_accounts(students, args.teacher, args.sandbox_uid)
+        check_accounts(students, args.teacher, args.sandbox_uid, group=args.group, adopt=args.adopt)
     except RosterError as e:
-        sys.exit(f"tinygpt-roster: {e}")
+        sys.exit("\n".join(f"tinygpt-roster: {line}" for line in str(e).splitlines()))
     except KeyError:
         sys.exit(f"tinygpt-roster: the teacher {args.teacher} is not a user here (--teacher)")
     passwords = make_users(students, args.group, args.comment, args.reset_passwords)
