@@ -245,6 +245,10 @@ the lesson's checks name is explained by its hint ladder. The page shows, top to
 
 * the score distribution and each check's pass rate (full points in the gradebook), plotted and
   as a table;
+* who scored what: one row per graded learner, fewest points first, with their name, each check's
+  points, the hint rungs they opened in the notebook's tutor, and a link to their submission in the
+  formgrader (`--formgrader URL` when it is not this server's); the same rows, sortable in any
+  spreadsheet, in `reports/<lesson>-learners.csv` beside the page;
 * each mistake a failed check named, with how many learners made it, who (with the failed checks
   and the message of the first), and its hint ladder: the idea, where it goes wrong, the nudge
   (or "{NO_LADDER}" for a mistake without one). A learner counts once per mistake; one wrong

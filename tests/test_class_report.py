@@ -93,7 +93,8 @@ def test_the_report_is_written_for_each_lesson(graded):
     for lesson in LESSONS:
         assert reports[lesson].returncode == 0, reports[lesson].stderr[-2000:]
         assert reports[lesson].stdout.strip() == str(course / "reports" / f"{lesson}.html")
-    assert sorted(p.name for p in (course / "reports").iterdir()) == [f"{lesson}.html" for lesson in sorted(LESSONS)]
+    assert sorted(p.name for p in (course / "reports").iterdir()) == sorted(
+        f"{lesson}{end}" for lesson in LESSONS for end in (".html", "-learners.csv"))
     # nbgrader refused the spoofed head only; RecordVerdicts added no file to autograded/: it
     # holds the notebooks and what nbgrader copies from submitted/ (the kept .broken)
     assert re.findall(r"error processing assignment '\w+' for student '(\w+)'", runs["head"].stderr) == ["eli"]

@@ -119,6 +119,13 @@ def klass(tmp_path, empty_gradebook):
         graded_notebook(root, "eve", "head", unanswered)
         # gus submitted head after the class was autograded
         (root / "submitted" / "gus" / "head").mkdir(parents=True)
+    # ada opened two rungs of one check's hints and one of another's (KeepHintsUsed's data)
+    path = root / "autograded" / "ada" / "head" / "head.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata["tinygpt"] = {"hints_used": [{"lesson": "head", "check": "causal", "mistake": "sees_the_future", "rungs": [2, 1]},
+                                             {"lesson": "head", "check": "values", "mistake": "no_scale", "rungs": [1]},
+                                             {"lesson": "head", "check": "<b>", "mistake": "x", "rungs": [9]}]}
+    nbformat.write(nb, path)
     return root
 
 
@@ -191,9 +198,10 @@ def test_flagged_and_ungraded_have_their_reason(klass):
 def test_a_persisting_mistake_stands_out(klass):
     page = build(klass)
     table = re.search(r'<table class="across">.*?</table>', page, re.S).group(0)
-    hostile = re.search(rf"<tr><th><code>{re.escape(page_module.e(HOSTILE))}</code></th>(.*?)</tr>", table, re.S).group(1)
+    hostile = re.search(rf"<tr><th><code>{re.escape(page_module.e(HOSTILE))}</code>[^<]*(?:<[^/][^>]*>[^<]*</[^>]+>[^<]*)*</th>(.*?)</tr>",
+                        table, re.S).group(1)
     assert '<td class="persists">head, multihead</td>' in hostile
-    bo = re.search(r"<tr><th><code>bo</code></th>(.*?)</tr>", table, re.S).group(1)
+    bo = re.search(r"<tr><th><code>bo</code> \(Bo L\)</th>(.*?)</tr>", table, re.S).group(1)
     assert bo.count('class="once"') == 2 and "persists" not in bo
     assert "Persisting: <code>softmax_axis</code> (1:" in page
 
@@ -219,7 +227,7 @@ def test_the_command_writes_the_page_and_reads_only(klass, capsys):
     assert capsys.readouterr().out.strip() == str(out)
     page = out.read_text()
     assert count(page, "softmax_axis") == 1 and page.count('src="data:image/png;base64,') == 2
-    assert sorted(p.name for p in (klass / "reports").iterdir()) == ["head.html"]
+    assert sorted(p.name for p in (klass / "reports").iterdir()) == ["head-learners.csv", "head.html"]
     assert main(["block", "--course-dir", str(klass), "--quiet"]) == 2          # never graded
     assert "no assignment 'block'" in capsys.readouterr().err
 
@@ -242,3 +250,29 @@ def test_the_report_imports_nothing_that_runs_learner_code(klass):
     out = subprocess.run([sys.executable, "-c", code], cwd=klass, capture_output=True, text=True, check=True).stdout
     assert json.loads(out.strip().replace("'", '"')) == []
     assert (klass / "reports" / "head.html").exists()
+
+
+def test_who_scored_what_with_names_hints_and_the_formgrader(klass):
+    """One row per graded learner, fewest points first: id, name, total, each check's points, the
+    hints opened (only well-formed entries), a link to the submission in the formgrader; the CSV
+    beside the page holds the same rows."""
+    import csv
+    from nbgrader.api import Gradebook
+    assert main(["head", "--course-dir", str(klass), "--quiet", "--formgrader", "/user/teacher/formgrader"]) == 0
+    page = (klass / "reports" / "head.html").read_text()
+    table = re.search(r'<table class="learners">.*?</table>', page, re.S).group(0)
+    rows = {re.search(r"<code>(.*?)</code>", r).group(1): r for r in table.split("<tr")[2:]}
+    with Gradebook(f"sqlite:///{klass}/gradebook.db", "tinygpt") as gb:
+        ids = {st: gb.find_submission_notebook("head", "head", st).id for st in ("ada", "bo", "eve")}
+        totals = {st: gb.find_submission("head", st).score for st in ("ada", "bo", "eve")}
+    scores = [float(re.search(r"<td>([0-9.]+) / 5</td>", r).group(1)) for r in rows.values()]
+    assert len(rows) == 4 and scores == sorted(scores), scores          # fewest points first
+    assert "<td>Ada L</td>" in rows["ada"] and f"<td>{totals['ada']:g} / 5</td>" in rows["ada"]
+    assert "causal: rungs 1, 2; values: rung 1" in rows["ada"] and "&lt;b&gt;" not in rows["ada"]
+    assert f'href="/user/teacher/formgrader/submissions/{ids["ada"]}/"' in rows["ada"]
+    assert "<td>none</td>" in rows["bo"]
+    with open(klass / "reports" / "head-learners.csv", newline="") as f:
+        lines = list(csv.DictReader(f))
+    assert {r["student"]: (r["name"], float(r["score"]), r["submission_id"]) for r in lines if r["student"] in ids} == \
+        {st: (f"{st.capitalize()} L" if st != "eve" else "Eve L", totals[st], ids[st]) for st in ids}
+    assert "values" in lines[0] and lines[0]["hints_opened"] is not None

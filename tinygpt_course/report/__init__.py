@@ -5,7 +5,9 @@ reads nbgrader's gradebook and the verdicts grading kept in each autograded note
 (tinygpt_course.grading.verdicts), and writes ``reports/<lesson>.html`` (plots inlined as PNG
 data: URIs, so the page is one file): the score distribution and each check's pass rate, each
 mistake with how many learners made it, who, and its hint ladder, the flagged and ungraded
-submissions with the reason, and a learner x mistake table across the graded lessons. Trusted
+submissions with the reason, who scored what (each learner's points, hints opened and a link to
+the submission in the formgrader; the same rows in ``reports/<lesson>-learners.csv``), and a
+learner x mistake table across the graded lessons, with names. Trusted
 code: it never imports anything that runs learner code (no extract, no re-run, no kernel).
 """
 import argparse
@@ -15,7 +17,7 @@ import sys
 from tqdm import tqdm
 
 from .collect import LESSONS, course_paths, lesson_results
-from .page import build_page
+from .page import build_page, learners_csv
 
 
 def describe(lesson):
@@ -26,7 +28,7 @@ def describe(lesson):
     return SHARED_MISTAKES.get
 
 
-def write_report(root, lesson, output=None, progress=True):
+def write_report(root, lesson, output=None, progress=True, formgrader=None):
     """Write the report of `lesson` for the course at `root`; returns its path."""
     coursedir = course_paths(root)
     bar = tqdm if progress else None
@@ -39,10 +41,20 @@ def write_report(root, lesson, output=None, progress=True):
         all_results.append(results)
     output = os.path.abspath(output or os.path.join(root, "reports", f"{lesson}.html"))
     os.makedirs(os.path.dirname(output), exist_ok=True)
-    page = build_page(results, all_results, describe(lesson))
+    table = os.path.splitext(output)[0] + "-learners.csv"
+    page = build_page(results, all_results, describe(lesson), formgrader=formgrader or default_formgrader(),
+                      csv_name=os.path.basename(table))
     with open(output, "w", encoding="utf-8") as f:
         f.write(page)
+    with open(table, "w", encoding="utf-8", newline="") as f:
+        f.write(learners_csv(results))
     return output
+
+
+def default_formgrader():
+    """The formgrader's address on this server: under the hub's prefix for this user's server
+    (JUPYTERHUB_SERVICE_PREFIX, /user/<teacher>/), else at the root of a plain JupyterLab."""
+    return os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/").rstrip("/") + "/formgrader"
 
 
 def main(argv=None):
@@ -51,11 +63,14 @@ def main(argv=None):
     parser.add_argument("--course-dir", default=".", help="the course's root (default: here)")
     parser.add_argument("-o", "--output", help="the page to write (default: <course>/reports/<lesson>.html)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--formgrader", help="the formgrader's address, for each learner's link (default: "
+                                             "this server's, $JUPYTERHUB_SERVICE_PREFIX/formgrader on a hub)")
     args = parser.parse_args(argv)
     if not args.lesson.isidentifier():
         parser.error(f"not a lesson name: {args.lesson!r}")
     try:
-        path = write_report(args.course_dir, args.lesson, args.output, progress=not args.quiet)
+        path = write_report(args.course_dir, args.lesson, args.output, progress=not args.quiet,
+                            formgrader=args.formgrader)
     except LookupError as exc:
         print(f"tinygpt-class-report: {exc}", file=sys.stderr)
         return 2

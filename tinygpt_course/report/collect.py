@@ -28,6 +28,8 @@ class Submission:
     verdicts: dict = field(default_factory=dict)       # check id -> {passed, kind, mistake, message}
     status: str = "graded"               # graded | flagged | ungraded | absent
     reasons: list = field(default_factory=list)        # why flagged or ungraded, as plain text
+    hints: list = field(default_factory=list)          # [(check, mistake, rungs)] the tutor's rungs used
+    notebook_id: str = None              # nbgrader's id of the submitted notebook (the formgrader's link)
 
     @property
     def mistakes(self):
@@ -126,6 +128,7 @@ def lesson_results(coursedir, lesson, progress=None):
                            max_score=assignment.max_score)
             scores = {}
             for nb in sub.notebooks:
+                s.notebook_id = s.notebook_id or nb.id
                 for g in nb.grades:
                     scores[g.name] = (g.score, g.max_score)
                 for c in nb.comments:
@@ -171,6 +174,7 @@ def _read_autograded(coursedir, lesson, notebooks, s):
             continue
         s.verdicts.update(kept["checks"])
         s.reasons += [f"{KINDS[kind]}: {cell}" for kind, cell in integrity(nb)]
+        s.hints += _hints(nb)
         if kept.get("broken"):
             s.reasons.append(f"the submitted {name}.ipynb was not a valid notebook: kept as {name}.ipynb.broken, "
                              "the released notebook was graded in its place")
@@ -179,6 +183,20 @@ def _read_autograded(coursedir, lesson, notebooks, s):
                              "but not in the independent re-run")
     if s.status != "ungraded" and s.reasons:
         s.status = "flagged"
+
+
+def _hints(nb):
+    """[(check, mistake, rungs)] KeepHintsUsed kept (metadata.tinygpt.hints_used), checked again:
+    snake_case names, rungs among 1-3."""
+    import re
+    name = re.compile(r"[a-z][a-z0-9_]{0,59}")
+    used = ((nb.get("metadata") or {}).get("tinygpt") or {}).get("hints_used")
+    out = []
+    for h in used if isinstance(used, list) else []:
+        if isinstance(h, dict) and all(isinstance(h.get(k), str) and name.fullmatch(h[k]) for k in ("check", "mistake")) \
+                and isinstance(h.get("rungs"), list) and all(type(r) is int and 1 <= r <= 3 for r in h["rungs"]):
+            out.append((h["check"], h["mistake"], sorted(set(h["rungs"]))))
+    return out[:100]
 
 
 def pass_rates(results):

@@ -118,6 +118,7 @@ def problems_html(results):
 def across_html(all_results):
     table, persists = across(all_results)
     lessons = [r.lesson for r in all_results]
+    names = {s.student: s.name for r in all_results for s in r.submissions if s.name}
     if not table:
         return "<p>No mistakes in the graded lessons.</p>"
     count = {}
@@ -139,12 +140,56 @@ def across_html(all_results):
             ls = row.get(m, [])
             cls = ' class="persists"' if len(ls) > 1 else ' class="once"' if ls else ""
             cells.append(f"<td{cls}>{e(', '.join(ls))}</td>")
-        out.append(f"<tr><th><code>{e(student)}</code></th>{''.join(cells)}</tr>")
+        name = names.get(student)
+        out.append(f"<tr><th><code>{e(student)}</code>{f' ({e(name)})' if name else ''}</th>{''.join(cells)}</tr>")
     out.append("</table>")
     return "".join(out)
 
 
-def build_page(results, all_results, describe=lambda m: None, ladder=hints.ladder):
+def by_learner(results):
+    """The graded learners, fewest points first (those who need help at the top), then by id."""
+    return sorted(results.graded, key=lambda s: (s.score, s.student))
+
+
+def hints_text(sub):
+    """The hint rungs a learner opened, one check at a time: "causal: rungs 1, 2"."""
+    return "; ".join(f"{check}: rung{'s' if len(r) > 1 else ''} {', '.join(map(str, r))}" for check, _, r in sub.hints)
+
+
+def learners_html(results, formgrader):
+    """Who scored what: one row per graded learner (id and name, total, each check's points, the
+    hints they opened, the submission in the formgrader). Static: the same rows, sortable in any
+    spreadsheet, are in the CSV beside the page."""
+    checks = list(results.checks)
+    out = ["<table class=\"learners\"><tr><th>learner</th><th>name</th><th>score</th>"
+           + "".join(f"<th><code>{e(c)}</code></th>" for c in checks) + "<th>hints opened</th><th>submission</th></tr>"]
+    for s in by_learner(results):
+        cells = "".join(f"<td>{e(f'{s.check_scores[c][0] or 0:g}') if c in s.check_scores else ''}</td>" for c in checks)
+        link = (f'<a href="{e(formgrader.rstrip("/"))}/submissions/{e(s.notebook_id)}/">open in the formgrader</a>'
+                if s.notebook_id else "")
+        out.append(f'<tr class="{e(s.status)}"><td><code>{e(s.student)}</code></td><td>{e(s.name)}</td>'
+                   f"<td>{s.score:g} / {s.max_score:g}</td>{cells}<td>{e(hints_text(s)) or 'none'}</td><td>{link}</td></tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def learners_csv(results):
+    """The per-learner table as CSV text (no link; the formgrader's submission id instead)."""
+    import csv
+    import io
+    checks = list(results.checks)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["student", "name", "score", "max_score", *checks, "hints_opened", "status", "submission_id"])
+    for s in by_learner(results):
+        w.writerow([s.student, s.name, f"{s.score:g}", f"{s.max_score:g}",
+                    *[f"{s.check_scores[c][0] or 0:g}" if c in s.check_scores else "" for c in checks],
+                    hints_text(s), s.status, s.notebook_id or ""])
+    return buf.getvalue()
+
+
+def build_page(results, all_results, describe=lambda m: None, ladder=hints.ladder, formgrader="/formgrader",
+               csv_name=None):
     """The report's HTML for `results` (LessonResults), with the cross-lesson table over
     `all_results` (the graded lessons' LessonResults, in the course's order)."""
     rates = pass_rates(results)
@@ -170,6 +215,11 @@ submission. Mean score {mean:.2f} of {results.max_score:g}; full marks: {full}.<
 <h2>Scores and checks</h2>
 {plots}
 <table><tr><th>check</th><th>points</th><th>passed</th><th>rate</th></tr>{rate_rows}</table>
+<h2>Who scored what</h2>
+<p>Every graded learner, fewest points first: the points of each check, the hint rungs they opened in
+the notebook's tutor, and their submission in the formgrader.{
+    f' The same rows as a spreadsheet: <a href="{e(csv_name)}">{e(csv_name)}</a>.' if csv_name else ''}</p>
+{learners_html(results, formgrader)}
 <h2>Mistakes</h2>
 <p>Each mistake a failed check named (the independent re-run's verdict), how many learners made it, who, and the
 hints a learner can get for it.</p>
