@@ -176,9 +176,15 @@ def render():
 OPERATIONS = """
 ## Releasing, grading and exporting
 
-Run everything from the repository's root with the course's environment active
-(`source .venv/bin/activate`; nbgrader calls `alembic` by name, so `.venv/bin` must be on `PATH`).
-`nbgrader_config.py` there configures every step below.
+Where you run the steps below depends on where the course lives:
+
+* **on the classroom hub** (hub/README.md): in a terminal of your JupyterLab on the hub, in your
+  course folder, `cd ~/tinygpt`. The course's environment is already on your `PATH` (nothing to
+  activate), and the configuration is your own copy, `~/tinygpt/nbgrader_config.py`, made at your
+  first log-in: a line this guide adds to `nbgrader_config.py` (the Canvas export, say) goes there;
+* **from the repository** (your own machine): at the repository's root with the course's
+  environment active (`source .venv/bin/activate`; nbgrader calls `alembic` by name, so
+  `.venv/bin` must be on `PATH`); `nbgrader_config.py` there configures every step.
 
 **Release.** `release/` holds the student notebooks, generated from `source/` and committed. After
 changing a lesson, regenerate it and commit both:
@@ -265,7 +271,8 @@ the lesson's checks name is explained by its hint ladder. The page shows, top to
 A notebook graded before `RecordVerdicts` was in the pipeline has no verdicts: the report says so
 (flagged, "no verdicts recorded"); `nbgrader autograde <lesson> --force` regrades it.
 
-**Export the grades for the LMS.** Add one line to `nbgrader_config.py`:
+**Export the grades for the LMS.** Add one line to `nbgrader_config.py` (on the hub: your own,
+`~/tinygpt/nbgrader_config.py`):
 
 ```python
 c.ExportApp.plugin_class = "tinygpt_course.export.CanvasCsvExport"
