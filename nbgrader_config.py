@@ -27,7 +27,7 @@ from tinygpt_course.grading.owner import CheckOwner  # noqa: E402
 from tinygpt_course.grading.repair import (  # noqa: E402
     ForgetDuplicates, RestoreDeletedCells, pre_convert_hook)
 from tinygpt_course.grading.hints_used import KeepHintsUsed  # noqa: E402
-from tinygpt_course.grading.integrity import NoteChangedCells, NoteDeletedCells  # noqa: E402
+from tinygpt_course.grading.integrity import CommentIntegrity, NoteChangedCells, NoteDeletedCells  # noqa: E402
 from tinygpt_course.grading.sanitize_outputs import SanitizeOutputs  # noqa: E402
 from tinygpt_course.grading.verdicts import RecordVerdicts  # noqa: E402
 
@@ -48,11 +48,13 @@ c.Autograde.sanitize_preprocessors = [CheckOwner, KeepHintsUsed, ClearOutput, De
 # kernel runs in the sandbox), IndependentChecks right after it, SanitizeOutputs before the
 # notebook is saved (the formgrader shows the autograded notebook's outputs as they are: only
 # text, checked images and cleaned HTML stay; learner markdown is shown as text), RecordFlags
-# after the scores. RecordVerdicts keeps the re-run's verdict of each check (kind, mistake) in
+# after the scores, and CommentIntegrity the cells grading put back (grading/integrity.py), in
+# the gradebook's comments. RecordVerdicts keeps the re-run's verdict of each check (kind, mistake) in
 # the autograded notebook's test-cell metadata, for tinygpt-class-report; scores are untouched.
 c.Autograde.autograde_preprocessors = [
     PrepareChecks, RobustExecute, IndependentChecks, RecordVerdicts, IgnorePattern, ClearMetadataPreprocessor,
-    LimitOutput, SanitizeOutputs, SaveAutoGrades, RecordFlags, AssignLatePenalties, CheckCellMetadata]
+    LimitOutput, SanitizeOutputs, SaveAutoGrades, RecordFlags, CommentIntegrity, AssignLatePenalties,
+    CheckCellMetadata]
 c.RobustExecute.timeout = 60               # seconds one cell may run
 c.IndependentChecks.timeout = 120          # seconds for the whole independent re-run
 c.Autograde.pre_convert_hook = pre_convert_hook   # broken or renamed notebooks still get a result

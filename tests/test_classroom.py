@@ -16,6 +16,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from tinygpt_course.classroom.lock import install_gradebook_lock
+from tinygpt_course.grading.integrity import KINDS
 from tinygpt_course.testing import submissions as subs
 
 ROSTER = {"ann": "right", "bob": "plainlist", "cat": "notjson", "abe": "badmeta", "dee": "tampered"}
@@ -156,6 +157,10 @@ def test_the_summary_names_what_grading_put_back(graded):
     assert not [ln for ln in lines if ln.startswith(("ann:", "bob:"))], out
     with Gradebook(f"sqlite:///{graded['fast']}/gradebook.db") as gb:     # put back: full marks
         assert gb.find_submission("multihead", "dee").score == FULL_MARKS
+        comment = gb.find_comment("multihead", "multihead", "multihead", "dee").auto_comment or ""
+        for kind, cell in (("cell_changed", subs.TAMPERED["changed"]), ("cell_deleted", subs.TAMPERED["deleted"])):
+            assert f"{KINDS[kind]}: {cell}" in comment and "INTEGRITY: " in comment, comment   # plain text
+        assert "INTEGRITY" not in (gb.find_comment("multihead", "multihead", "multihead", "ann").auto_comment or "")
 
 
 def test_the_class_report_flags_the_tampered_notebook(graded, tmp_path):
@@ -167,7 +172,8 @@ def test_the_class_report_flags_the_tampered_notebook(graded, tmp_path):
                          env=subs.env(), timeout=600)
     assert run.returncode == 0, run.stderr
     html = page.read_text()
-    row = html[html.index("<code>dee</code>"):].split("</tr>", 1)[0]
+    flagged = html.split("<h2>Flagged and ungraded submissions</h2>", 1)[1].split("<h2>", 1)[0]
+    row = flagged[flagged.index("<code>dee</code>"):].split("</tr>", 1)[0]
     assert f"{KINDS['cell_changed']}: {subs.TAMPERED['changed']}" in row, row
     assert f"{KINDS['cell_deleted']}: {subs.TAMPERED['deleted']}" in row, row
     assert "<code>ann</code>" not in html.split("Flagged and ungraded", 1)[1].split("<h2>", 1)[0]

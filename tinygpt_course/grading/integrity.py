@@ -12,8 +12,9 @@ the sanitize pipeline keep it instead, in the notebook's metadata under ``KEY`` 
   tests back by then) and before OverwriteCells: each locked cell whose checksum is not the
   source's (``cell_changed``).
 
-``integrity(nb)`` reads the list back; ``tinygpt-grade-class`` ends with one line per learner
-that has any, and the class report shows the same.
+``integrity(nb)`` reads the list back; ``CommentIntegrity``, after the scores are saved, puts it in
+the gradebook comment of the answer cell (plain text); ``tinygpt-grade-class`` ends with one
+line per learner that has any, and the class report shows the same.
 """
 from nbgrader.preprocessors import NbGraderPreprocessor
 
@@ -65,6 +66,30 @@ class NoteChangedCells(NbGraderPreprocessor):
             if name in source and name not in deleted and source[name][1] and source[name][0] \
                     and compute_checksum(cell) != source[name][0]:
                 _note(nb, "cell_changed", name)
+        return nb, resources
+
+
+class CommentIntegrity(NbGraderPreprocessor):
+    """After SaveAutoGrades: the gradebook comment of the lesson's answer cell (the one comment a
+    learner's notebook has, where RecordFlags writes too) says which cells grading put back, as
+    plain text (nbgrader renders comments as markdown: this holds no markup, only cells' ids)."""
+
+    def preprocess(self, nb, resources):
+        notes = integrity(nb)
+        if not notes:
+            return nb, resources
+        from nbgrader.api import Gradebook
+        from nbgrader.utils import is_solution
+        info = resources["nbgrader"]
+        text = "INTEGRITY: " + "; ".join(f"{KINDS[kind]}: {cell}" for kind, cell in notes) + \
+            ". Grading used the course's own cells."
+        answer = next((c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_solution(c) and c.cell_type == "code"), None)
+        if answer is None:
+            return nb, resources
+        with Gradebook(info["db_url"]) as gb:
+            comment = gb.find_comment(answer, info["notebook"], info["assignment"], info["student"])
+            comment.auto_comment = f"{comment.auto_comment}\n\n{text}" if comment.auto_comment else text
+            gb.db.commit()
         return nb, resources
 
 
