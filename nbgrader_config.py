@@ -20,7 +20,7 @@ from nbgrader.preprocessors import (  # noqa: E402
     OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 
 from tinygpt_course.grading.execute import RobustExecute  # noqa: E402
-from tinygpt_course.grading.feedback import ExplainChecks  # noqa: E402
+from tinygpt_course.grading.feedback import ExplainChecks, WrapLongLines  # noqa: E402
 from tinygpt_course.grading.hiddentests import RestoreHiddenTests  # noqa: E402
 from tinygpt_course.grading.independent import IndependentChecks, PrepareChecks, RecordFlags  # noqa: E402
 from tinygpt_course.grading.owner import CheckOwner  # noqa: E402
@@ -85,7 +85,7 @@ c.SubmissionTree.max_entries = 1000        # files and folders in one submission
 # Feedback shows each check's name, points and diagnosis, never a hidden test's code nor a line
 # of the solution; SanitizeOutputs again, for notebooks autograded before it was in the pipeline.
 c.GenerateFeedback.preprocessors = ["nbgrader.preprocessors.GetGrades", SanitizeOutputs, ExplainChecks,
-                                    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
+                                    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor", WrapLongLines]
 # The feedback page loads nothing from outside the machine: nbgrader's feedback template fetches
 # MathJax from a CDN, and no lesson writes any math ($...$): the course's templates (searched
 # before nbgrader's and nbconvert's) hold a mathjax macro that loads none.

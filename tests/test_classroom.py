@@ -208,3 +208,5 @@ def test_feedback_runs_without_a_config_warning_and_fetches_nothing(graded, tmp_
     import re
     assert re.findall(r"<(?:script|link|img)[^>]*(?:src|href)=[\"'](?:https?:)?//", page) == [], \
         "the feedback page fetches something from outside the machine"
+    from tinygpt_course.grading.feedback import WrapLongLines
+    assert WrapLongLines.css.default_value in page          # a long message wraps, not off the edge

@@ -18,7 +18,7 @@ import re
 
 import nbformat
 from nbformat.v4 import new_output
-from traitlets import List
+from traitlets import List, Unicode
 
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
@@ -142,3 +142,18 @@ class ExplainChecks(FeedbackStep):
             cell.outputs = [new_output("error", ename="CheckFailed", evalue=problem,
                                        traceback=[f"\u2717 {head}", problem])]
         return cell, resources
+
+
+class WrapLongLines(FeedbackStep):
+    """Last in generate_feedback: the page wraps a long line of a check's message or an output (the
+    page shows them preformatted, where a long line ran off the right edge) instead of
+    scrolling; the text itself is unchanged. After CSSHTMLHeaderPreprocessor, which sets the
+    page's inlined CSS."""
+
+    css = Unicode("pre, .output_text pre, .output_error pre { white-space: pre-wrap; overflow-wrap: anywhere; }",
+                  help="CSS added to the feedback page").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        inlining = resources.setdefault("inlining", {})
+        inlining["css"] = list(inlining.get("css") or []) + [self.css]
+        return nb, resources
