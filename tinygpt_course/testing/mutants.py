@@ -11,8 +11,8 @@ dropped, a statement left out. Each is judged on every
 check of its lesson, with the grader's kind of seed, against the solution's record:
 
 - stillborn: the class cannot even be defined (the answer cell would raise at its top level);
-- equivalent: every check passes and the record holds the solution's numbers (dim=-1 for
-  dim=2 on a 3-D tensor): not a mistake;
+- equivalent: every check passes and the record holds the solution's numbers, every tensor of it
+  (dim=-1 for dim=2 on a 3-D tensor; masked_fill_ for masked_fill): not a mistake;
 - killed: a check fails; named when a verdict names a mistake of the lesson's own or a raw
   error by what it is, generic when only the shared build or forward error (which quotes it);
   misnamed when a verdict names a mistake no mutant can have made (IMPOSSIBLE: the stub, a
@@ -216,24 +216,14 @@ class Result:
     points: float = 0.0
 
 
-def same_numbers(rec, ref):
-    """Every tensor of the record is the solution's (within the checks' tolerance)."""
+def numbers(rec, path=""):
+    """{path: tensor} of a record: what its layers computed (counts and names aside: masked_fill_
+    for masked_fill computes the same numbers, called otherwise)."""
     import torch
-
-    from ..checks.protocol import close
-    for key, want in ref.items():
-        got = rec.get(key)
-        if torch.is_tensor(want):
-            if not (torch.is_tensor(got) and got.shape == want.shape and close(got.float(), want.float())):
-                return False
-        elif isinstance(want, (dict, list)) and key not in ("structure", "grad"):
-            if type(got) is not type(want):
-                return False
-            pairs = want.items() if isinstance(want, dict) else enumerate(want)
-            if not all(same_numbers({"v": got[k] if isinstance(got, list) and k < len(got) or
-                                     isinstance(got, dict) else None}, {"v": v}) for k, v in pairs):
-                return False
-    return True
+    if torch.is_tensor(rec):
+        return {path: rec}
+    items = rec.items() if isinstance(rec, dict) else enumerate(rec) if isinstance(rec, list) else ()
+    return {k: v for key, value in items for k, v in numbers(value, f"{path}/{key}").items()}
 
 
 def judge(lesson_name, mutant, ref, points):
@@ -249,7 +239,8 @@ def judge(lesson_name, mutant, ref, points):
     failed = {c: v for c, v in verdicts.items() if not v.passed}
     score = sum(points[c] for c in verdicts if verdicts[c].passed)
     if not failed:
-        return Result(mutant, "equivalent" if same_numbers(rec, ref) else "survived", points=score)
+        return Result(mutant, "equivalent" if notebooks.same_record(numbers(rec), numbers(ref)) else "survived",
+                      points=score)
     return Result(mutant, "killed", {v.mistake for v in failed.values()}, score)
 
 

@@ -198,6 +198,11 @@ def _generate(m, rec, seed):
         del m.forward
 
 
+def _loss(out):
+    """The loss of forward's (logits, loss), what training differentiates; None otherwise."""
+    return out[1] if isinstance(out, (tuple, list)) and len(out) == 2 else None
+
+
 def extract(ns, seed):
     """Run ns['GPT'] under fixed weights on ns['xb'], ns['yb']; return the raw record."""
     GPT, xb, yb = ns["GPT"], ns["xb"], ns["yb"]
@@ -221,7 +226,7 @@ def extract(ns, seed):
         rec["ce_calls"] = calls
         if rec["structure"]["has_generate"]:
             _generate(m, rec, seed)
-        gradients(m, lambda: m(xb), rec)         # does training reach every weight? (the logits)
+        gradients(m, lambda: _loss(m(xb, yb)), rec)    # does training's loss reach every weight?
 
     # every parameter gets fixed weights by its name, whatever the structure: always loadable
     return run_fixed(GPT, describe, lambda structure: True, load_fixed_weights, seed, measure)
