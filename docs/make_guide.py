@@ -62,12 +62,11 @@ def lessons_in_order():
 
 
 def gives_away(lessons):
-    """[(lesson, [the earlier lessons whose class its set-up cells define])], in the course's order."""
-    out = []
-    for i, (lesson, _, _) in enumerate(lessons):
-        defined = set(re.findall(r"^class (\w+)\b", "\n".join(notebooks.lesson_source(lesson).setup), re.M))
-        out.append((lesson, [earlier for earlier, cls, _ in lessons[:i] if cls in defined]))
-    return out
+    """[(lesson, [the earlier lessons whose class its set-up gives away])], in the course's order
+    (tinygpt-release's own reading of the set-up cells)."""
+    from tinygpt_course.classroom.release import given_away, setup_code
+    return [(lesson, [earlier for earlier, _ in given_away(setup_code(REPO, lesson), lesson)])
+            for lesson, _, _ in lessons]
 
 
 def wrong_answers(lesson):
