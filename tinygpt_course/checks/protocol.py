@@ -145,27 +145,31 @@ def line_tree(line):
     return None
 
 
+def _called(node):
+    """The name a call's function goes by (`torch.cat` and `cat`: 'cat'), '' for any other node."""
+    if not isinstance(node, ast.Call):
+        return ""
+    return node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+
+
 def _uses(tree):
     """Which error-prone operations a line holds: {'matmul', 'view'}."""
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.MatMult):
             found.add("matmul")
-        elif isinstance(node, ast.Call):
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if name in ("matmul", "bmm", "mm"):
-                found.add("matmul")
-            elif name in ("view", "reshape"):
-                found.add("view")
+        elif _called(node) in ("matmul", "bmm", "mm"):
+            found.add("matmul")
+        elif _called(node) in ("view", "reshape"):
+            found.add("view")
     return found
 
 
 def _joins_a_generator(tree):
     """The line calls torch.cat or torch.stack on a generator expression, which they refuse:
     they take a list or tuple of tensors."""
-    return any(isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.GeneratorExp)
-               and (node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", ""))
-               in ("cat", "stack", "concat", "concatenate") for node in ast.walk(tree))
+    return any(_called(node) in ("cat", "stack", "concat", "concatenate") and node.args
+               and isinstance(node.args[0], ast.GeneratorExp) for node in ast.walk(tree))
 
 
 def joins_along(tree):
@@ -173,8 +177,7 @@ def joins_along(tree):
     when not a plain number): [0] for torch.cat([idx, nxt], dim=0)."""
     dims = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and (node.func.attr if isinstance(node.func, ast.Attribute)
-                                           else getattr(node.func, "id", "")) in ("cat", "stack", "concat"):
+        if _called(node) in ("cat", "stack", "concat"):
             given = [k.value for k in node.keywords if k.arg == "dim"] + node.args[1:2]
             value = None
             if given:
@@ -189,9 +192,7 @@ def joins_along(tree):
 def _generator_by_position(tree):
     """The line calls torch.multinomial with a third positional argument: its third parameter
     is `replacement`, so a generator must be passed by name (generator=...)."""
-    return any(isinstance(node, ast.Call) and len(node.args) >= 3 and
-               (node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")) == "multinomial"
-               for node in ast.walk(tree))
+    return any(_called(node) == "multinomial" and len(node.args) >= 3 for node in ast.walk(tree))
 
 
 def _tensor_as_condition(tree):

@@ -27,15 +27,22 @@ def hints_used(widgets):
     used = []
     for model in models:
         state = model.get("state") if isinstance(model, dict) else None
-        h = state.get("tinygpt_hints") if isinstance(state, dict) else None
-        if not isinstance(h, dict) or not all(isinstance(h.get(k), str) and NAME.fullmatch(h[k])
-                                              for k in ("lesson", "check", "mistake")):
-            continue
-        rungs = h.get("rungs")
-        if isinstance(rungs, list) and rungs and all(type(r) is int and 1 <= r <= 3 for r in rungs):
-            used.append({"lesson": h["lesson"], "check": h["check"], "mistake": h["mistake"],
-                         "rungs": sorted(set(rungs))})
+        entry = checked(state.get("tinygpt_hints") if isinstance(state, dict) else None)
+        if entry:
+            used.append(entry)
     return used[:MAX_ENTRIES]
+
+
+def checked(h):
+    """One entry {lesson, check, mistake, rungs} as plain checked values (snake_case names, rungs
+    among 1-3, sorted), or None: what is kept, and what the class report reads back."""
+    if not isinstance(h, dict) or not all(isinstance(h.get(k), str) and NAME.fullmatch(h[k])
+                                          for k in ("lesson", "check", "mistake")):
+        return None
+    rungs = h.get("rungs")
+    if isinstance(rungs, list) and rungs and all(type(r) is int and 1 <= r <= 3 for r in rungs):
+        return {"lesson": h["lesson"], "check": h["check"], "mistake": h["mistake"], "rungs": sorted(set(rungs))}
+    return None
 
 
 class KeepHintsUsed(NbGraderPreprocessor):

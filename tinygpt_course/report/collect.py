@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import json
 
+from ..grading.hints_used import MAX_ENTRIES, checked
 from ..grading.integrity import KINDS, integrity
 from ..grading.owner import submission_problem
 from ..grading.verdicts import read_verdicts
@@ -186,17 +187,11 @@ def _read_autograded(coursedir, lesson, notebooks, s):
 
 
 def _hints(nb):
-    """[(check, mistake, rungs)] KeepHintsUsed kept (metadata.tinygpt.hints_used), checked again:
-    snake_case names, rungs among 1-3."""
-    import re
-    name = re.compile(r"[a-z][a-z0-9_]{0,59}")
+    """[(check, mistake, rungs)] KeepHintsUsed kept (metadata.tinygpt.hints_used), checked again
+    as it checked them."""
     used = ((nb.get("metadata") or {}).get("tinygpt") or {}).get("hints_used")
-    out = []
-    for h in used if isinstance(used, list) else []:
-        if isinstance(h, dict) and all(isinstance(h.get(k), str) and name.fullmatch(h[k]) for k in ("check", "mistake")) \
-                and isinstance(h.get("rungs"), list) and all(type(r) is int and 1 <= r <= 3 for r in h["rungs"]):
-            out.append((h["check"], h["mistake"], sorted(set(h["rungs"]))))
-    return out[:100]
+    entries = [checked(h) for h in (used if isinstance(used, list) else [])[:MAX_ENTRIES]]
+    return [(e["check"], e["mistake"], e["rungs"]) for e in entries if e]
 
 
 def pass_rates(results):
