@@ -165,7 +165,9 @@ def render():
     from tinygpt_course.grading.verdicts import KEY
     from tinygpt_course.report.collect import LESSONS
     from tinygpt_course.report.page import NO_LADDER
+    from tinygpt_course.grading.integrity import KINDS
     ops = OPERATIONS.replace("{METADATA_KEY}", KEY).replace("{NO_LADDER}", NO_LADDER).replace(
+        "{INTEGRITY_CHANGED}", KINDS["cell_changed"]).replace(
         "{LESSONS}", ", ".join(LESSONS)).replace("{GIVES_AWAY}", "; ".join(
             f"{lesson}'s holds the answer of {' and '.join(earlier)}" for lesson, earlier in gives_away(lessons) if earlier))
     out += [line.rstrip() for line in ops.strip("\n").splitlines()]
@@ -221,7 +223,9 @@ back from `source/` before grading (nbgrader only logs that); the course keeps i
 autograded notebook, and `tinygpt-grade-class` ends with one line per such learner
 (`dee: cell deleted: causal; cell changed: shapes`), with the checks the independent re-run did not
 confirm and the notebooks that were not valid JSON. The class report's *Flagged and ungraded
-submissions* table says the same.
+submissions* table says the same, and so does the formgrader: the gradebook comment of the cell
+put back (an answer cell), or of the answer cell for a test or read-only cell, which nbgrader
+keeps no comment for, reads `INTEGRITY: {INTEGRITY_CHANGED}: shapes`.
 
 A submission is taken as data: collect copies only regular files and folders (never following a
 link, at most `c.SubmissionTree.max_depth` folders deep and `max_entries` entries, within
@@ -264,8 +268,9 @@ the lesson's checks name is explained by its hint ladder. The page shows, top to
   no notebook, nbgrader failed: see its log) with the reason, and the learners of the gradebook
   who submitted nothing;
 * across the lessons graded so far ({LESSONS}), a learner x mistake table: a cell names the lessons
-  in which that learner made that mistake; highlighted when there are two or more, a misconception
-  that persists (the softmax axis from head to gpt, say); the persisting ones are listed above it.
+  in which that learner made that mistake, orange and bold when there are two or more (a
+  misconception that persists: the softmax axis from head to gpt, say), pale yellow for one, as
+  the legend above the table shows; the persisting ones are listed above it.
 
 A notebook graded before `RecordVerdicts` was in the pipeline has no verdicts: the report says so
 (flagged, "no verdicts recorded"); `nbgrader autograde <lesson> --force` regrades it.

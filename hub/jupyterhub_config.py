@@ -40,6 +40,13 @@ walks through the set-up:
                            before jupyterhub-idle-culler stops it, as Stop My Server does: every
                            process of the user and their /dev/shm files go; 0 = never [3600]
     TINYGPT_CULL_EVERY     how often the culler looks, in seconds [a quarter of the timeout, 5 to 300]
+    TINYGPT_SERVER_LOGS    a log file per user's server, <folder>/<user>.log, what the server, its
+                           kernels and terminals print; root's, 0600, the last one kept as .log.1
+                           (hub/server_log.py) [/var/log/tinygpt]
+    TINYGPT_SERVER_LOG_MB  a server's log past this is moved to .log.1 at the hub's next poll [10]
+    TINYGPT_GRADE_MEMORY_MB  memory a teacher's tinygpt-grade-class may plan for: its default --jobs
+                           is what fits (tinygpt_course/classroom/cli.py), set in teachers' servers;
+                           hub/README.md's sizing counts it [1536]
 
 Roles (hub/roles.py): each user's server gets JUPYTER_CONFIG_PATH=<state>/jupyter/<role>:<state>/jupyter/common.
 common: nbgrader's course id and exchange, JupyterLab's news pop-up off, terminals that keep the
@@ -72,7 +79,7 @@ def _module(name):
 
 
 roles, exchange_setup, proxy = _module("roles"), _module("exchange_setup"), _module("proxy")
-learner_cgroup = _module("learner_cgroup")
+learner_cgroup, server_log = _module("learner_cgroup"), _module("server_log")
 
 
 def _names(var, default=""):
@@ -114,6 +121,9 @@ if UNIT_PROBLEM:
           f"TINYGPT_LEARNER_CGROUP=on makes this an error.", file=sys.stderr, flush=True)
 CULL_TIMEOUT = int(os.environ.get("TINYGPT_CULL_TIMEOUT", "3600"))
 CULL_EVERY = int(os.environ.get("TINYGPT_CULL_EVERY", "0")) or min(300, max(5, CULL_TIMEOUT // 4))
+SERVER_LOGS = os.environ.get("TINYGPT_SERVER_LOGS", "/var/log/tinygpt")
+SERVER_LOG_BYTES = int(float(os.environ.get("TINYGPT_SERVER_LOG_MB", "10")) * 2 ** 20)
+GRADE_MEMORY_MB = os.environ.get("TINYGPT_GRADE_MEMORY_MB", "1536")
 ROLE_DIR = os.path.join(STATE, "jupyter")
 DB = os.path.join(STATE, "jupyterhub.sqlite")
 COOKIE_SECRET = os.path.join(STATE, "jupyterhub_cookie_secret")
@@ -209,7 +219,22 @@ class CappedSpawner(LocalProcessSpawner):
         self._cgroup = self.cgroup()
         if self._cgroup is not None:
             await asyncio.to_thread(self._cgroup.create)   # and kills what an earlier server left
-        return await super().start()
+        # the server's stdout and stderr: its own log file (hub/server_log.py), not the hub's, so
+        # the admin's shell or journal is the hub's alone and the file outlives a hub restart
+        log = server_log.open_log(SERVER_LOGS, self.user.name)
+        self.popen_kwargs = dict(self.popen_kwargs, stdout=log, stderr=log)
+        try:
+            return await super().start()
+        finally:
+            os.close(log)                                  # the server holds its own copy
+
+    async def poll(self):
+        status = await super().poll()
+        if status is None and await asyncio.to_thread(server_log.trim, SERVER_LOGS, self.user.name,
+                                                      SERVER_LOG_BYTES):
+            self.log.info("%s's server log passed %d bytes: moved to %s.log.1", self.user.name,
+                          SERVER_LOG_BYTES, self.user.name)
+        return status
 
     def make_preexec_fn(self, name):
         become_user = super().make_preexec_fn(name)
@@ -243,6 +268,7 @@ c.Spawner.default_url = "/lab"
 c.Spawner.notebook_dir = "~"
 c.Spawner.start_timeout = 180
 c.Spawner.http_timeout = 180
+c.Spawner.poll_interval = 10          # a running server's log is bounded at each poll (CappedSpawner.poll)
 c.Spawner.environment = {
     # nbgrader calls alembic (and the kernel python) by name: the course venv comes first
     "PATH": os.pathsep.join([os.path.join(VENV, "bin"), "/usr/local/bin", "/usr/bin", "/bin"]),
@@ -258,6 +284,7 @@ def pre_spawn_hook(spawner):
     spawner.environment["JUPYTER_CONFIG_PATH"] = roles.config_path(ROLE_DIR, role)
     spawner.environment["TINYGPT_ROLE"] = role
     if role == "teacher":   # their course folder: copied at the first start, as the teacher
+        spawner.environment["TINYGPT_GRADE_MEMORY_MB"] = GRADE_MEMORY_MB   # tinygpt-grade-class's --jobs
         spawner.cmd = ["/bin/sh", SEED, COURSE_SOURCE, COURSE_DIR, SINGLEUSER]
     else:
         spawner.cmd = [SINGLEUSER]
@@ -271,10 +298,12 @@ c.Spawner.pre_spawn_hook = pre_spawn_hook
 # tabs, terminals and busy kernels count) is stopped through the hub's API, which calls the
 # spawner's stop: CappedSpawner.stop then kills everything left in the user's cgroup and removes
 # their /dev/shm files, as for Stop My Server. The saved notebooks stay; the learner starts again.
+# Run through hub/idle_culler.py, which makes it stop at the hub's first signal: a hub started with
+# SIGINT ignored (a script's `jupyterhub &`) would otherwise wait 30 s for it at every restart.
 if CULL_TIMEOUT > 0:
     c.JupyterHub.services = [{
         "name": "idle-culler",
-        "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={CULL_TIMEOUT}",
+        "command": [sys.executable, os.path.join(HERE, "idle_culler.py"), f"--timeout={CULL_TIMEOUT}",
                     f"--cull-every={CULL_EVERY}"],
     }]
     c.JupyterHub.load_roles = [{

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from tinygpt_course.testing.course import REPO as ROOT, free_port
+from tinygpt_course.testing.course import load_script, REPO as ROOT, free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -31,10 +31,7 @@ LAB_SETTINGS = {
 def course_lab_overrides():
     """The JupyterLab overrides the course gives learners and teachers (hub/roles.py LAB_OVERRIDES:
     on a hub and with course.sh): among them, widget state saved into the notebook."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("tinygpt_hub_roles", ROOT / "hub" / "roles.py")
-    roles = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(roles)
+    roles = load_script(ROOT / "hub" / "roles.py", "tinygpt_hub_roles")
     return roles.LAB_OVERRIDES
 
 

@@ -174,10 +174,12 @@ def test_counts_who_and_no_ladder_yet(klass):
 
 
 def test_a_ladder_shows_its_three_rungs_in_order(klass):
-    rungs = {"no_scale": ("IDEA <1>", "WHERE <2>", "NUDGE <3>")}
+    rungs = {"no_scale": ("IDEA <1>", "WHERE <2> in `self.<b>key</b>`", "NUDGE <3>")}
     page = build(klass, ladder=lambda lesson, m: rungs.get(m))
     row = re.search(r'<tr id="mistake-no_scale">.*?</tr>', page, re.S).group(0)
     assert re.search(r"IDEA &lt;1&gt;.*WHERE &lt;2&gt;.*NUDGE &lt;3&gt;", row, re.S), row
+    # backticks mark code, and what they hold is still text
+    assert "in <code>self.&lt;b&gt;key&lt;/b&gt;</code>" in row and "`" not in row, row
     assert page_module.NO_LADDER not in row
     other = re.search(r'<tr id="mistake-softmax_axis">.*?</tr>', page, re.S).group(0)
     assert page_module.NO_LADDER in other
@@ -204,6 +206,12 @@ def test_a_persisting_mistake_stands_out(klass):
     bo = re.search(r"<tr><th><code>bo</code> \(Bo L\)</th>(.*?)</tr>", table, re.S).group(1)
     assert bo.count('class="once"') == 2 and "persists" not in bo
     assert "Persisting: <code>softmax_axis</code> (1:" in page
+    # the legend explains every shade the table shows, drawn with that shade's class
+    legend = page.split('<table class="across">', 1)[0].rsplit("<p>Lessons graded", 1)[1]
+    shades = set(re.findall(r'<td class="(\w+)"', table))
+    assert shades == {"persists", "once"}
+    for cls in shades:
+        assert re.search(rf'<span class="{cls}">[^<]+</span>', legend), (cls, legend)
 
 
 def test_learner_text_is_escaped_and_no_script_can_run(klass):

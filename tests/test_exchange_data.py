@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 from tinygpt_course.testing import hub as hh
-from tinygpt_course.testing.course import BIN, make_course, nbgrader, scores
+from tinygpt_course.testing.course import load_script, BIN, make_course, nbgrader, scores
 from tinygpt_course.testing.notebooks import points, solution, with_answer
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("useradd"),
@@ -60,7 +60,6 @@ def _teachers(path):
 def classroom():
     """A course (the teacher's, 0700), its exchange (hub/exchange_setup.py) and four students
     who submitted: the honest one the right answer, the others the release, then tampered."""
-    import importlib.util
     closed = hh.closed_to_others(BIN)
     if closed is not None:
         pytest.fail(f"the student accounts cannot run {BIN}/nbgrader: {closed} is closed to other users "
@@ -69,9 +68,7 @@ def classroom():
     base.chmod(0o755)
     exchange = base / "exchange"
     try:
-        spec = importlib.util.spec_from_file_location("exchange_setup", Path(__file__).parents[1] / "hub" / "exchange_setup.py")
-        setup = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(setup)
+        setup = load_script(Path(__file__).parents[1] / "hub" / "exchange_setup.py", "exchange_setup")
         setup.prepare(str(exchange), {"tinygpt": (0, 0)}, log=lambda msg: None)
         course = make_course(base / "course", extra_config=f"c.Exchange.root = {str(exchange)!r}\n"
                                                            "c.RobustExecute.timeout = 30\n")

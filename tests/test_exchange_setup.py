@@ -1,13 +1,12 @@
 """hub/exchange_setup.py: the exchange root 1777 and each course's folder the teacher's, whatever a
 student left there first (a folder, a symlink, a file). Needs root (it chowns); the live hub test
 runs it for real at the hub's start."""
-import importlib.util
 import os
 import stat
 
 import pytest
 
-from tinygpt_course.testing.course import REPO
+from tinygpt_course.testing.course import load_script, REPO
 
 TEACHER, SQUATTER = (64001, 64001), 64002     # uids no account uses: only ownership matters here
 
@@ -15,9 +14,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="exchange_setup chowns
 
 
 def _prepare():
-    spec = importlib.util.spec_from_file_location("tinygpt_hub_exchange_setup", REPO / "hub" / "exchange_setup.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(REPO / "hub" / "exchange_setup.py", "tinygpt_hub_exchange_setup")
     return module.prepare
 
 

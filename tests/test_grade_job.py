@@ -36,6 +36,7 @@ import yaml
 
 from tinygpt_course.testing import catalogue
 from tinygpt_course.testing import submissions as subs
+from tinygpt_course.testing.course import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 Z2JH = REPO / "hub" / "z2jh"
@@ -100,10 +101,7 @@ class Watcher(threading.Thread):
 @pytest.fixture(scope="module")
 def graded(request):
     from tinygpt_course.testing import hub
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("tinygpt_z2jh_roster", Z2JH / "roster.py")
-    roster = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(roster)
+    roster = load_script(Z2JH / "roster.py", "tinygpt_z2jh_roster")
     if os.geteuid() != 0 or not all(shutil.which(t) for t in ("setpriv", "unshare", "setcap", "newuidmap")):
         pytest.skip("needs root, setpriv, unshare, setcap (libcap2-bin) and newuidmap (uidmap)")
     pod, ctr = job()

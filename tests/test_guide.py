@@ -1,24 +1,20 @@
 """The teacher's guide is generated (docs/make_guide.py) and current: regenerated here from the
 lessons, their catalogues and docs/measured.json, it equals the committed docs/teachers-guide.md.
 And what it says about each lesson is what the checks say."""
-import importlib.util
 import json
 import re
 
 import pytest
 
 from tinygpt_course.testing import catalogue, notebooks
-from tinygpt_course.testing.course import REPO
+from tinygpt_course.testing.course import load_script, REPO
 
 GUIDE = REPO / "docs" / "teachers-guide.md"
 
 
 @pytest.fixture(scope="module")
 def make_guide():
-    spec = importlib.util.spec_from_file_location("make_guide", REPO / "docs" / "make_guide.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "docs" / "make_guide.py", "make_guide")
 
 
 @pytest.fixture(scope="module")

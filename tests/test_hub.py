@@ -827,6 +827,17 @@ def test_classroom_on_jupyterhub(request):
             assert not got, f"{student} can read {len(got)} of the course's secret files, e.g. {got[:5]}"
         print(f"hub: students refused {len(tries)} reads each ({len(secret)} files of source/, tests/catalogue/, "
               f"docs/ by {len(places)} paths: {', '.join(places)})")
+        # each learner's server wrote a log of its own (hub/server_log.py): root's, 0600, in a 0700
+        # folder; no student reads one, their own included (a server prints its URLs' tokens)
+        logs = Path(hub.env["TINYGPT_SERVER_LOGS"])
+        own = sorted(logs.glob("*.log"))      # student 2 works from the command line: no server yet
+        assert logs / f"{STUDENT1}.log" in own and logs / f"{TEACHER}.log" in own, own
+        for log in own:
+            st = log.stat()
+            assert (st.st_uid, st.st_mode & 0o777) == (0, 0o600) and st.st_size > 0, (log, oct(st.st_mode), st.st_size)
+        assert (logs.stat().st_uid, logs.stat().st_mode & 0o777) == (0, 0o700)
+        for student in (STUDENT1, STUDENT2):
+            assert not hh.readable_as(student, [str(log) for log in own]), f"{student} reads a server's log"
         mark("a learner's server is a unit")
         # --- item 2: the whole server is in the learner's cgroup; its memory cap holds for all their
         # processes together; Stop My Server ends every process they started and frees /dev/shm

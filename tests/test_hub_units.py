@@ -60,3 +60,32 @@ def test_the_hub_unit_stops_the_hub_alone():
     assert "hub/jupyterhub_config.py" in hub["ExecStart"]
     assert "hub/proxy.py" in units["tinygpt-proxy.service"]["Service"]["ExecStart"]
     assert "tinygpt-proxy.service" in units["tinygpt-hub.service"]["Unit"]["After"]
+
+
+def _environment_file():
+    files = set()
+    for unit in UNITS:
+        cp = configparser.ConfigParser(strict=False, interpolation=None)
+        cp.read_string(unit.read_text())
+        files.add(cp["Service"]["EnvironmentFile"])
+    (path,) = files                      # both units read one file
+    return path
+
+
+def test_by_hand_the_hub_reads_the_units_settings():
+    """hub/README's route by hand sources the file the units read (/etc, copied there once), not the
+    checkout's copy: a setting changed for one holds for the other, and never edits the checkout."""
+    path = _environment_file()
+    assert path.startswith("/etc/")
+    readme = (REPO / "hub" / "README.md").read_text()
+    machine = readme[readme.index("## One machine"):readme.index("**Restarts keep servers.**")]
+    assert f"cp /opt/tinygpt-course/hub/systemd/{Path(path).name} /etc/" in machine
+    assert f"set -a && . {path} && set +a" in machine
+    assert ". /opt/tinygpt-course/hub/systemd/" not in machine, "the route by hand sources the checkout's copy"
+
+
+def test_every_setting_in_the_environment_file_is_one_the_hub_or_proxy_reads():
+    names = {line.split("=", 1)[0] for line in (REPO / "hub" / "systemd" / "tinygpt-hub.env").read_text().splitlines()
+             if line and not line.startswith("#")}
+    documented = (REPO / "hub" / "jupyterhub_config.py").read_text() + (REPO / "hub" / "proxy.py").read_text()
+    assert {n for n in names if n.startswith("TINYGPT_") and f"{n} " not in documented} == set()

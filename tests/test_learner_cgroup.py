@@ -2,7 +2,6 @@
 process in the learner's cgroup starts, setsid'd or not, dies with kill(); without the cgroup the
 same setsid'd child outlives its parent (the defence switched off); the memory cap holds for all
 processes together; /dev/shm files of the user go, others' stay. Needs root and cgroups."""
-import importlib.util
 import os
 import pwd
 import shlex
@@ -13,11 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tinygpt_course.testing.course import REPO
+from tinygpt_course.testing.course import REPO, load_script
 
-spec = importlib.util.spec_from_file_location("tinygpt_hub_learner_cgroup", REPO / "hub" / "learner_cgroup.py")
-lc = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(lc)
+lc = load_script(REPO / "hub" / "learner_cgroup.py", "tinygpt_hub_learner_cgroup")
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or lc.version() is None, reason="needs root and cgroups")
 

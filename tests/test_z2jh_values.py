@@ -13,7 +13,6 @@
 - hub/README.md installs exactly this chart version.
 """
 import copy
-import importlib.util
 import re
 import sys
 import types
@@ -22,7 +21,7 @@ import jsonschema
 import pytest
 import yaml
 
-from tinygpt_course.testing.course import REPO
+from tinygpt_course.testing.course import load_script, REPO
 
 Z2JH = REPO / "hub" / "z2jh"
 CHART_VERSION = "4.4.0"
@@ -85,10 +84,7 @@ def test_the_schema_check_catches_a_wrong_key(values, schema):
 
 
 def _roles():
-    spec = importlib.util.spec_from_file_location("tinygpt_hub_roles", REPO / "hub" / "roles.py")
-    roles = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(roles)
-    return roles
+    return load_script(REPO / "hub" / "roles.py", "tinygpt_hub_roles")
 
 
 def exchange_mount(values):
@@ -109,10 +105,7 @@ def test_role_files_are_what_hub_roles_makes(values):
 
 
 def _z2jh_roster():
-    spec = importlib.util.spec_from_file_location("tinygpt_z2jh_roster", Z2JH / "roster.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(Z2JH / "roster.py", "tinygpt_z2jh_roster")
 
 
 def roster(values):

@@ -1,11 +1,12 @@
 """tinygpt-grade-class: autograde a whole class on all cores.
 
-    tinygpt-grade-class multihead [--jobs N] [--force] [--course-dir DIR]
+    tinygpt-grade-class multihead [--jobs N] [--memory-budget MIB] [--force] [--course-dir DIR]
 
 Grades every submitted/<student>/<assignment>/ exactly as `nbgrader autograde <assignment>` does
 with the course's nbgrader_config.py (each submission is graded by nbgrader's own autograde
 command, run in a worker process forked from this one), several submissions at a time, with a
-progress bar (each with cores/jobs threads: OMP_NUM_THREADS, unless set). Gradebook access is
+progress bar (each with cores/jobs threads: OMP_NUM_THREADS, unless set). By default as many at
+once as the cores keep busy (cores + 1) and the memory budget holds (jobs_for_cores). Gradebook access is
 serialised by a lock. A submission nbgrader cannot grade is reported (with its log) and
 never stops the others; it is tried once more at the end.
 Submissions already graded are skipped unless --force: graded means autograded/<student>/
@@ -33,7 +34,12 @@ def _parse_args(argv):
     p.add_argument("assignment", help="assignment id, e.g. multihead")
     p.add_argument("--jobs", "-j", type=int, default=0,
                    help="submissions graded at once (default: usable cores + 1, since part of each "
-                        "submission waits on the kernel's start and the gradebook lock)")
+                        "submission waits on the kernel's start and the gradebook lock, fewer if the "
+                        "memory budget holds fewer)")
+    p.add_argument("--memory-budget", type=float, metavar="MIB", default=None,
+                   help=f"memory the run may take, in MiB, which bounds the default --jobs: {GRADER_MIB} "
+                        f"for the grader and {WORKER_MIB} per worker (default: ${MEMORY_ENV}, set by "
+                        "the hub in teachers' servers, else the memory available now)")
     p.add_argument("--force", "-f", action="store_true", help="regrade submissions already graded")
     p.add_argument("--course-dir", default=".", help="the course folder, holding nbgrader_config.py (default: .)")
     p.add_argument("--retries", type=int, default=1, help="times a failed submission is tried again (default: 1)")
@@ -59,11 +65,52 @@ def default_jobs():
         return max(1, os.cpu_count() or 1)
 
 
-def jobs_for_cores(cores):
-    """(submissions graded at once, torch threads each) for a machine or pod of `cores` cores: the
-    default of --jobs, and what hub/z2jh/grade-job.yaml sets for its pods' CPU limit."""
+# What a run takes, in MiB of PSS summed over its process tree at its peak (hub/measure_grading_memory.py,
+# multihead, torch 2.13.0+cpu, 2 cores, 4 December 2026, three runs: 907-979, 1199-1275 and
+# 1532-1569 MiB with 1, 2 and 3 workers; a line through each run: 563-695 MiB + 286-331 MiB per
+# worker): the grader, its kernel template and nbgrader whatever the number of workers, and each
+# worker with its nbgrader autograde, kernel and re-run. Above every peak measured, and the part per
+# worker above the steepest run's, since a budget for many workers leans on it; hub/README.md's
+# sizing counts the teacher's grading with these.
+GRADER_MIB = 650
+WORKER_MIB = 350
+MEMORY_ENV = "TINYGPT_GRADE_MEMORY_MB"
+
+
+def jobs_for_cores(cores, memory_mib=None):
+    """(submissions graded at once, torch threads each) for a machine or pod of `cores` cores and,
+    if given, `memory_mib` MiB for the whole run: the default of --jobs, and what
+    hub/z2jh/grade-job.yaml sets for its pods' CPU and memory limits. Cores + 1 keeps the cores
+    busy; the memory bound keeps the run within what the hub's sizing plan gives it (at least one
+    worker, however small the budget: one submission at a time is sequential nbgrader's own)."""
     jobs = cores + 1
+    if memory_mib is not None:
+        jobs = min(jobs, max(1, int((memory_mib - GRADER_MIB) // WORKER_MIB)))
     return jobs, max(1, cores // jobs)
+
+
+def available_mib():
+    """MemAvailable from /proc/meminfo, in MiB (None where there is none)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def memory_budget(arg):
+    """(MiB, where it came from): --memory-budget, else $TINYGPT_GRADE_MEMORY_MB, else MemAvailable."""
+    if arg is not None:
+        return arg, "--memory-budget"
+    if os.environ.get(MEMORY_ENV, "").strip():
+        try:
+            return float(os.environ[MEMORY_ENV]), f"${MEMORY_ENV}"
+        except ValueError:
+            sys.exit(f"tinygpt-grade-class: {MEMORY_ENV}={os.environ[MEMORY_ENV]!r} is not a number of MiB")
+    return available_mib(), "available now"
 
 
 def main(argv=None):
@@ -91,7 +138,17 @@ def _main(argv, logs_base):
     # one more worker than cores: a submission spends part of its time waiting (kernel start-up,
     # the gradebook lock); measured on 2 cores, 24 submissions: 1.39x the floor with 2 workers,
     # 1.32x with 3
-    jobs = args.jobs if args.jobs > 0 else jobs_for_cores(default_jobs())[0]
+    # ... and no more than the memory budget holds (the hub gives teachers' servers one, which its
+    # sizing plan counts beside the learners)
+    budget, budget_from = memory_budget(args.memory_budget)
+    if args.memory_budget is not None:      # a shard's own run (shard.py) reads it from there
+        os.environ[MEMORY_ENV] = str(args.memory_budget)
+    if args.jobs > 0:
+        jobs, why = args.jobs, "--jobs"
+    else:
+        jobs = jobs_for_cores(default_jobs(), budget)[0]
+        why = f"cores + 1 = {default_jobs() + 1}" + ("" if budget is None else
+              f"; memory {budget:.0f} MiB ({budget_from}) for {GRADER_MIB} + {WORKER_MIB} MiB per worker")
     # jobs kernels share the cores: torch's default (a thread per core in every process) would
     # have them spin against each other (measured: +20% CPU per submission on 2 cores).
     # Set before torch is imported here; workers, kernels and re-runs inherit it.
@@ -133,7 +190,7 @@ def _main(argv, logs_base):
         sys.exit(f"tinygpt-grade-class: {exc}")
     print(f"tinygpt-grade-class: {len(submissions)} submissions of {args.assignment}: "
           f"{len(todo)} to grade, {skipped} already graded (skipped{'' if args.force else '; --force regrades'}), "
-          f"{jobs} at a time", file=sys.stderr)
+          f"{jobs} at a time ({why})", file=sys.stderr)
 
     if logs:
         logs.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,9 @@ the sanitize pipeline keep it instead, in the notebook's metadata under ``KEY`` 
   tests back by then) and before OverwriteCells: each locked cell whose checksum is not the
   source's (``cell_changed``).
 
-``integrity(nb)`` reads the list back; ``CommentIntegrity``, after the scores are saved, puts it in
-the gradebook comment of the answer cell (plain text); ``tinygpt-grade-class`` ends with one
+``integrity(nb)`` reads the list back; ``CommentIntegrity``, after the scores are saved, puts each
+note in the gradebook comment of the cell it names, or of the answer cell for a cell nbgrader keeps
+no comment for (plain text); ``tinygpt-grade-class`` ends with one
 line per learner that has any, and the class report shows the same.
 """
 from nbgrader.preprocessors import NbGraderPreprocessor
@@ -70,25 +71,32 @@ class NoteChangedCells(NbGraderPreprocessor):
 
 
 class CommentIntegrity(NbGraderPreprocessor):
-    """After SaveAutoGrades: the gradebook comment of the lesson's answer cell (the one comment a
-    learner's notebook has, where RecordFlags writes too) says which cells grading put back, as
-    plain text (nbgrader renders comments as markdown: this holds no markup, only cells' ids)."""
+    """After SaveAutoGrades: what grading put back, in the gradebook comment of the cell it
+    affected, as plain text (nbgrader renders comments as markdown: this holds no markup, only
+    cells' ids). nbgrader keeps a comment for answer and task cells alone: a note on one of those
+    goes on its own comment; a note on a test or read-only cell (which has a score, or nothing,
+    but no comment) goes on the lesson's answer cell, where RecordFlags writes too, naming it."""
 
     def preprocess(self, nb, resources):
         notes = integrity(nb)
         if not notes:
             return nb, resources
         from nbgrader.api import Gradebook
-        from nbgrader.utils import is_solution
+        from nbgrader.utils import is_solution, is_task
+        commented = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_solution(c) or is_task(c)]
+        answer = next((c.metadata["nbgrader"]["grade_id"] for c in nb.cells
+                       if is_solution(c) and c.cell_type == "code"), None)
+        by_cell = {}
+        for kind, cell in notes:
+            target = cell if cell in commented else answer
+            if target is not None:
+                by_cell.setdefault(target, []).append(f"{KINDS[kind]}: {cell}")
         info = resources["nbgrader"]
-        text = "INTEGRITY: " + "; ".join(f"{KINDS[kind]}: {cell}" for kind, cell in notes) + \
-            ". Grading used the course's own cells."
-        answer = next((c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_solution(c) and c.cell_type == "code"), None)
-        if answer is None:
-            return nb, resources
         with Gradebook(info["db_url"]) as gb:
-            comment = gb.find_comment(answer, info["notebook"], info["assignment"], info["student"])
-            comment.auto_comment = f"{comment.auto_comment}\n\n{text}" if comment.auto_comment else text
+            for target, found in by_cell.items():
+                text = "INTEGRITY: " + "; ".join(found) + ". Grading used the course's own cells."
+                comment = gb.find_comment(target, info["notebook"], info["assignment"], info["student"])
+                comment.auto_comment = f"{comment.auto_comment}\n\n{text}" if comment.auto_comment else text
             gb.db.commit()
         return nb, resources
 

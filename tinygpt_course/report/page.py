@@ -17,8 +17,8 @@ body { font-family: system-ui, sans-serif; margin: 2em; max-width: 75em; color: 
 table { border-collapse: collapse; margin: .5em 0 1.5em; }
 th, td { border: 1px solid #ccc; padding: .25em .5em; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
-td.persists { background: #ffd7a8; font-weight: bold; }
-td.once { background: #fff3cf; }
+.persists { background: #ffd7a8; font-weight: bold; }
+.once { background: #fff3cf; }
 td.ladder { min-width: 22em; }
 .ladder dt { font-weight: bold; } .ladder dd { margin: 0 0 .4em 1.5em; }
 .none { color: #888; font-style: italic; }
@@ -75,7 +75,7 @@ def ladder_html(lesson, mistake, ladder=hints.ladder):
     if rungs is None:
         return f'<p class="none">{NO_LADDER}</p>'
     return '<dl class="ladder">' + "".join(
-        f"<dt>{e(label)}</dt><dd>{e(text)}</dd>" for label, text in zip(("1. the idea", "2. where", "3. nudge"), rungs)
+        f"<dt>{e(label)}</dt><dd>{hints.as_html(text)}</dd>" for label, text in zip(("1. the idea", "2. where", "3. nudge"), rungs)
     ) + "</dl>"
 
 
@@ -115,6 +115,15 @@ def problems_html(results):
     return "".join(out)
 
 
+# the across-lessons table's shades: a mistake made in two lessons or more, and in one
+SHADES = {"persists": "in two lessons or more (a misconception that persists)", "once": "in one lesson"}
+
+
+def shade(lessons):
+    """The class of a cell for a mistake made in this many lessons (one or more)."""
+    return "persists" if lessons > 1 else "once"
+
+
 def across_html(all_results):
     table, persists = across(all_results)
     lessons = [r.lesson for r in all_results]
@@ -126,8 +135,10 @@ def across_html(all_results):
         for m in row:
             count[m] = count.get(m, 0) + 1
     cols = sorted(count, key=lambda m: (-len(persists.get(m, [])), -count[m], m))
-    out = [f"<p>Lessons graded: {e(', '.join(lessons))}. A highlighted cell is a mistake the learner made in two "
-           "lessons or more: a misconception that persists.</p>"]
+    # the legend is drawn with the table's own classes: it cannot say one shade while the table shows another
+    legend = " ".join(f'<span class="{cls}">{e(meaning)}</span>' for cls, meaning in SHADES.items())
+    out = [f"<p>Lessons graded: {e(', '.join(lessons))}. Each cell lists the lessons in which the learner made "
+           f"that mistake, shaded by how many: {legend}; blank: in none.</p>"]
     if persists:
         out.append("<p>Persisting: " + "; ".join(
             f"<code>{e(m)}</code> ({len(persists[m])}: {', '.join(e(s) for s in sorted(persists[m]))})"
@@ -138,7 +149,7 @@ def across_html(all_results):
         cells = []
         for m in cols:
             ls = row.get(m, [])
-            cls = ' class="persists"' if len(ls) > 1 else ' class="once"' if ls else ""
+            cls = f' class="{shade(len(ls))}"' if ls else ""
             cells.append(f"<td{cls}>{e(', '.join(ls))}</td>")
         name = names.get(student)
         out.append(f"<tr><th><code>{e(student)}</code>{f' ({e(name)})' if name else ''}</th>{''.join(cells)}</tr>")

@@ -22,6 +22,16 @@ def env():
     return e
 
 
+def load_script(path, name):
+    """A file of this repository that is no package's module (hub/, docs/, scripts/), loaded by
+    path as module `name`."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def nbgrader(course, *args, check=True, timeout=1800):
     """`nbgrader <args>` run in course; with check, an AssertionError quoting its stderr when it fails."""
     proc = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=env(), capture_output=True,

@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .course import REPO, free_port
+from .course import REPO, free_port, load_script
 
 USER_TAG = "tinygpt-course hub test"   # the GECOS field marks users this test created
 
@@ -204,10 +204,7 @@ def add_group(group: str, ours: set[str]) -> None:
 def remove_cgroups(users) -> None:
     """The learners' cgroups the hub made for these users (hub/learner_cgroup.py), and its parent
     folder where it is empty: a hub stopped without stopping the servers leaves them."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("tinygpt_hub_learner_cgroup", REPO / "hub" / "learner_cgroup.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(REPO / "hub" / "learner_cgroup.py", "tinygpt_hub_learner_cgroup")
     if module.version() is not None:
         module.remove_empty_parents(users)
 
@@ -316,6 +313,7 @@ class Hub:
             "TINYGPT_CHP": shutil.which("configurable-http-proxy"),
             "TINYGPT_COURSE_SOURCE": str(checkout),
             "TINYGPT_LEARNER_MEMORY_MB": str(memory_mb),
+            "TINYGPT_SERVER_LOGS": str(state / "server-logs"),   # not the machine's /var/log/tinygpt
             "TINYGPT_CULL_TIMEOUT": "0",            # no idle culler until the test's culler stage
         }
         # TINYGPT_HUB_TEST_CONFIG: another config file (to check that the test catches a broken one)
