@@ -7,8 +7,10 @@
   rule in secret_lines), and the rule is shown to catch a planted solution line;
 - the three rungs of a ladder differ;
 - the raw errors' mistake ids are decided on the record's data, never on a message's words;
-- the tutor gives rung 1 as text, then the next rungs in order; the rungs used are widget state,
-  which grading drops (no score can depend on them).
+- the tutor gives rung 1 as text, then the next rungs in order (never rung 1 again); a kernel
+  started again continues from the rungs the saved notebook carries (checked data); rungs render
+  backticks as code and never markup; the rungs used are widget state (hint boxes and the ledger),
+  which grading lifts out as checked data and drops (no score can depend on them).
 """
 import re
 
@@ -17,6 +19,7 @@ import pytest
 import torch
 
 from tinygpt_course.checks import hints, tutor
+from tinygpt_course.config import SIZES, CourseConfig
 from tinygpt_course.checks.protocol import RAW_MISTAKES, SHARED_MISTAKES, load_lesson, raw_mistake
 from tinygpt_course.testing import catalogue, notebooks
 
@@ -147,29 +150,85 @@ def test_the_extract_records_what_the_judges_decide_on():
 
 # --- the tutor ------------------------------------------------------------------------------
 
-def test_the_tutor_gives_rung_one_as_text_then_the_next_in_order(capsys, monkeypatch):
-    monkeypatch.setattr(tutor, "_used", {})     # a fresh kernel: no check has failed yet
-    monkeypatch.setattr(tutor, "_boxes", {})
+@pytest.fixture
+def fresh_tutor(monkeypatch):
+    """A fresh kernel's tutor: no check has failed, no rung used, nothing carried in."""
+    for name, value in (("_used", {}), ("_boxes", {}), ("_shown", {}), ("_ledger", []), ("_restored", [True])):
+        monkeypatch.setattr(tutor, name, value)
+    return tutor
+
+
+def test_the_tutor_gives_rung_one_as_text_then_the_next_in_order(capsys, fresh_tutor):
     lesson = load_lesson("head")
     ladder = hints.ladder("head", "matmul_shapes")
     text = tutor.offer(lesson, "shapes", "matmul_shapes")      # no kernel here: text only
     assert text.startswith(tutor.rung_text(ladder, 1)) and "checks.hint('shapes')" in text
     shown = []
-    for _ in range(4):
+    for _ in range(3):          # the message showed rung 1: hint() gives the next, not rung 1 again
         tutor.hint(lesson, "shapes")
         shown.append(" ".join(capsys.readouterr().out.split()))
-    assert shown[:3] == [" ".join(tutor.rung_text(ladder, n).split()) for n in (1, 2, 3)]
-    assert shown[3].startswith("That was the last hint")
+    assert shown[:2] == [" ".join(tutor.rung_text(ladder, n).split()) for n in (2, 3)]
+    assert shown[2].startswith("That was the last hint")
+    assert tutor.used_entries() == [{"lesson": "head", "check": "shapes", "mistake": "matmul_shapes", "rungs": [1, 2, 3]}]
     tutor.offer(lesson, "shapes", "undefined_size")             # another mistake: its ladder from the top
     tutor.hint(lesson, "shapes")
-    assert hints.ladder("head", "undefined_size")[0].split()[0] in capsys.readouterr().out
+    assert " ".join(capsys.readouterr().out.split()) == " ".join(
+        tutor.rung_text(hints.ladder("head", "undefined_size"), 2).split())
+    tutor.offer(lesson, "shapes", "matmul_shapes")              # back to the first: it stays at its last rung
+    tutor.hint(lesson, "shapes")
+    assert capsys.readouterr().out.startswith("That was the last hint")
     tutor.hint(lesson, "causal")
     assert "has not failed" in capsys.readouterr().out
 
 
-def test_the_hint_box_keeps_the_rungs_used_and_grading_keeps_them_as_data_only():
-    """The box's synced state holds the rungs shown (what JupyterLab saves into the notebook);
-    grading's KeepHintsUsed lifts them out as checked data (a forged entry is left out) and
+def test_the_tutor_continues_from_the_rungs_a_saved_notebook_carries(tmp_path, capsys, fresh_tutor, monkeypatch):
+    """A restarted kernel reads the rungs used back from the notebook file the server started it
+    for (JPY_SESSION_NAME), as checked data: a check failing again continues its ladder; a forged
+    entry is left out; a file that is no notebook gives nothing."""
+    saved = {"version_major": 2, "version_minor": 0, "state": {
+        "a": {"state": {"tinygpt_hints": {"lesson": "head", "check": "shapes", "mistake": "matmul_shapes", "rungs": [1]}}},
+        "b": {"state": {"tinygpt_hints_used": [
+            {"lesson": "head", "check": "shapes", "mistake": "matmul_shapes", "rungs": [2]},
+            {"lesson": "head", "check": "causal", "mistake": "<b>x</b>", "rungs": [1]},
+            {"lesson": "head", "check": "causal", "mistake": "sees_the_future", "rungs": [1, 7]}]}}}}
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["widgets"] = {hints.STATE: saved}
+    path = tmp_path / "head.ipynb"
+    nbformat.write(nb, path)
+    assert tutor.saved_entries(path) == [{"lesson": "head", "check": "shapes", "mistake": "matmul_shapes", "rungs": [1, 2]}]
+    assert tutor.saved_entries(tmp_path / "missing.ipynb") == []
+    (tmp_path / "not.ipynb").write_text("[1, 2")
+    assert tutor.saved_entries(tmp_path / "not.ipynb") == []
+
+    monkeypatch.setattr(tutor, "_restored", [])
+    monkeypatch.setenv("JPY_SESSION_NAME", str(path))
+    monkeypatch.setattr(tutor, "_in_kernel", lambda: True)     # the restore reads files in a kernel only
+    monkeypatch.setattr(tutor, "_sync_ledger", lambda: None)    # (no widget frontend in this process)
+    tutor._restore()
+    monkeypatch.setattr(tutor, "_in_kernel", lambda: False)
+    lesson = load_lesson("head")
+    tutor.offer(lesson, "shapes", "matmul_shapes")
+    tutor.hint(lesson, "shapes")
+    assert " ".join(capsys.readouterr().out.split()) == " ".join(
+        tutor.rung_text(hints.ladder("head", "matmul_shapes"), 3).split())
+
+
+def test_rungs_render_code_spans_and_never_markup():
+    ladder = ("Use `x.shape` and <b>this</b> & `<img src=x onerror=alert(1)>`", "b", "c")
+    shown = tutor.rung_html(ladder, 1)
+    assert "<code>x.shape</code>" in shown and "&lt;b&gt;this&lt;/b&gt; &amp;" in shown
+    assert "<code>&lt;img src=x onerror=alert(1)&gt;</code>" in shown and "<img" not in shown and "<b>" not in shown
+    # and every rung of every ladder renders its backticks as code
+    for lesson in (hints.SHARED,) + LESSONS:
+        for ladder in hints.ladders(lesson).values():
+            for n in (1, 2, 3):
+                assert "`" not in tutor.rung_html(ladder, n), ladder[n - 1]
+
+
+def test_the_hint_box_keeps_the_rungs_used_and_grading_keeps_them_as_data_only(fresh_tutor):
+    """The box's synced state holds the rungs shown (what JupyterLab saves into the notebook),
+    and so does the ledger's (every rung used, also for a check whose box is gone); grading's
+    KeepHintsUsed lifts them out as checked data, merged (a forged entry is left out) and
     SanitizeOutputs drops the widget state itself."""
     from tinygpt_course.grading.hints_used import KeepHintsUsed
     from tinygpt_course.grading.sanitize_outputs import SanitizeOutputs
@@ -179,17 +238,138 @@ def test_the_hint_box_keeps_the_rungs_used_and_grading_keeps_them_as_data_only()
     assert box.tinygpt_hints == {"lesson": "head", "check": "shapes", "mistake": "matmul_shapes", "rungs": [1, 2]}
     assert box.get_state()["tinygpt_hints"]["rungs"] == [1, 2]        # synced: it is in the saved state
     assert 'data-rung="2"' in box.children[1].value and not box.children[0].disabled
+    assert "<code>" in box.children[1].value                           # markdown code spans
     box.show(3)
     assert box.children[0].disabled
+    ledger = tutor.HintsLedger.make()
+    ledger.tinygpt_hints_used = [{"lesson": "head", "check": "shapes", "mistake": "matmul_shapes", "rungs": [1]},
+                                 {"lesson": "head", "check": "causal", "mistake": "ignores_last_letter", "rungs": [1, 2]}]
+    assert ledger.get_state()["tinygpt_hints_used"][1]["rungs"] == [1, 2]
     forged = {"state": {"tinygpt_hints": {"lesson": "head", "check": "<img src=x onerror=alert(1)>",
                                           "mistake": "matmul_shapes", "rungs": [1]}}}
     nb = nbformat.v4.new_notebook()
     nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
-        "state": {box.model_id: {"state": box.get_state()}, "forged": forged}}}
+        "state": {box.model_id: {"state": box.get_state()}, "forged": forged,
+                  ledger.model_id: {"state": ledger.get_state()}}}}
     nb.metadata["tinygpt"] = {"lesson": "head", "hints_used": [{"claimed": "by hand"}]}
     nb, _ = KeepHintsUsed().preprocess(nb, {})
     nb, _ = SanitizeOutputs().preprocess(nb, {})
     assert "widgets" not in nb.metadata
     assert nb.metadata["tinygpt"]["hints_used"] == [
-        {"lesson": "head", "check": "shapes", "mistake": "matmul_shapes", "rungs": [1, 2, 3]}]
+        {"lesson": "head", "check": "shapes", "mistake": "matmul_shapes", "rungs": [1, 2, 3]},
+        {"lesson": "head", "check": "causal", "mistake": "ignores_last_letter", "rungs": [1, 2]}]
     box.close()
+    ledger.close()
+
+
+# --- raw errors: the ladder of where they were raised, with the lesson's sizes ------------------
+
+B, T, C, V = SIZES.batch_size, SIZES.block_size, SIZES.n_embd, SIZES.vocab_size
+
+# (lesson, answer, line changed, into, the run that raises (the record's prefix the judge reads),
+#  where it was raised, the mistake the judge names, the check whose verdict names it)
+RAISING = [
+    ("head", "01_right_reference", "self.key = nn.Linear(n_embd,", "self.key = nn.Linear(n_embed,",
+     "init_", "init", "undefined_size", "shapes"),
+    ("head", "01_right_reference", "k.shape[-1] ** -0.5", "1 / math.sqrt(k.shape[-1])",
+     "", "forward", "module_not_imported", "shapes"),
+    ("multihead", "01_right_comprehension", "self.proj = nn.Linear(n_embd, n_embd)",
+     "self.proj = nn.Linear(n_embd, n_embd)\n        self.proj.weight.T_ = self.scale",
+     "init_", "init", "attribute_not_set", "shapes"),
+    ("multihead", "01_right_comprehension", "return self.proj(", "return proj(", "", "forward", "self_forgotten", "shapes"),
+    ("block", "01_right_reference", "x = x + self.sa(self.ln1(x))", "x = x + self.sa(self.ln1(x)) @ x",
+     "", "forward", "matmul_shapes", "shapes"),
+    ("gpt", "01_right_reference", "self.ln_f = nn.LayerNorm(n_embd)", "self.ln_f = nn.LayerNorm(n_embed)",
+     "init_", "init", "undefined_size", "shapes"),
+    ("gpt", "01_right_reference", "B, T = idx.shape", "B, T = idx.shape\n        T = T + undefined_offset",
+     "", "forward", "undefined_name", "shapes"),
+    ("gpt", "01_right_reference", "targets.view(B * T)", "targets.view(B * T + 1)",
+     "train_", "loss", "wrong_view", "loss"),
+    ("gpt", "01_right_reference", "probs = F.softmax(logits[:, -1, :], dim=-1)",
+     "probs = F.softmax(last_logits, dim=-1)", "gen1_", "generate", "undefined_name", "generate"),
+]
+
+
+@pytest.mark.parametrize("case", RAISING, ids=[f"{c[0]}-{c[5]}-{c[6]}" for c in RAISING])
+def test_a_raw_error_gets_the_ladder_of_where_it_was_raised(case):
+    """A wrong answer run through the lesson's real extract: the run that raised decides where
+    (hints.place, on the record's data), the judge names the mistake, and the ladder for that
+    place is the one shown."""
+    lesson, name, old, new, prefix, where, mistake, check = case
+    code = catalogue.answer(lesson, name).code
+    assert code.count(old) == 1, old
+    rec = notebooks.record(lesson, code.replace(old, new), 2024)
+    assert rec.get(prefix + "error"), {k: v for k, v in rec.items() if k.endswith("error")}
+    assert hints.place(rec, prefix) == where
+    assert raw_mistake(rec, prefix) == mistake
+    assert load_lesson(lesson).verdict(check, rec, notebooks.solution_record(lesson, 2024)).mistake == mistake
+    ladder = hints.ladder(lesson, mistake, where)
+    others = {hints.ladder(lesson, mistake, p) for p in hints.PLACES if p != where}
+    if "{method}" in "".join(hints.raw_ladders(hints.SHARED)[mistake][None]):   # a ladder naming the method
+        assert hints.PLACE_WORDS[where] in ladder[1], ladder
+        assert ladder not in others
+
+
+def test_where_a_forward_with_targets_raised_is_decided_on_which_runs_raised():
+    """The gpt extract's run with targets ("train_") raises in the loss when the run without
+    targets went through, and in forward itself when that one raised too."""
+    code = catalogue.answer("gpt", "01_right_reference").code
+    in_forward = notebooks.record("gpt", code.replace("B, T = idx.shape", "B, T = idx.shape\n        T = T + oops"), 2024)
+    in_loss = notebooks.record("gpt", code.replace("targets.view(B * T)", "oops"), 2024)
+    assert in_forward.get("train_error") and in_loss.get("train_error") and not in_loss.get("error")
+    assert (hints.place(in_forward, "train_"), hints.place(in_loss, "train_")) == ("forward", "loss")
+    assert (hints.place(in_loss, "init_"), hints.place(in_loss, "gen1_"), hints.place(in_loss, "short_")) == \
+        ("init", "generate", "forward")
+
+
+def test_the_error_ladders_name_each_lesson_s_sizes_for_each_place():
+    """forward_error's rung 2 says what the failing method gets: the GPT's forward letter ids
+    [B, T], generate growing windows cropped to block_size, the loss the logits and targets
+    flattened; the other lessons' forward [B, T, C]. The numbers come from the course's config."""
+    shape = f"[B, T, C] = [{B}, {T}, {C}]"
+    for lesson in ("head", "multihead", "block"):
+        assert shape in hints.ladder(lesson, "forward_error")[1]
+    gpt = {p: hints.ladder("gpt", "forward_error", p)[1] for p in (None, "generate", "loss")}
+    assert f"idx, [B, T] = [{B}, {T}] letter ids" in gpt[None] and shape not in gpt[None]
+    assert f"block_size = {T}" in gpt["generate"] and shape not in gpt["generate"]
+    assert f"[B * T, vocab_size] = [{B * T}, {V}]" in gpt["loss"]
+    assert len({hints.ladder("gpt", "forward_error", p) for p in (None, "generate", "loss")}) == 3
+
+
+def test_the_sizes_come_from_the_config_not_the_text(monkeypatch):
+    monkeypatch.setattr(hints, "SIZES", CourseConfig(batch_size=5, block_size=3, n_embd=12, head_size=6, n_heads=2))
+    assert "[B, T, C] = [5, 3, 12]" in hints.ladder("head", "forward_error")[1]
+    assert "[B, T] = [5, 3]" in hints.ladder("gpt", "forward_error")[1]
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_size_a_rung_names_is_filled_in(lesson):
+    for mistake in hints.raw_ladders(lesson):
+        for where in (None,) + hints.PLACES:
+            for rung in hints.ladder(lesson, mistake, where):
+                assert not re.search(r"\{[a-z_]+\}", rung), (mistake, where, rung)
+
+
+def test_a_module_name_error_says_to_import_it():
+    """NameError on math (or torch, F, nn) is module_not_imported, whose ladder says to import it,
+    not undefined_name's "give the variable its value earlier"."""
+    for name in ("math", "torch", "F", "nn"):
+        rec = {"error": f"NameError: name '{name}' is not defined", "exception": "NameError", "error_name": name}
+        assert raw_mistake(rec, "") == "module_not_imported"
+    idea, where, nudge = hints.ladder("head", "module_not_imported")
+    assert "`import math`" in nudge and "import" in idea
+    assert "earlier" not in nudge and "earlier" in hints.ladder("head", "undefined_name")[2]
+
+
+def test_a_failing_check_s_hint_is_the_ladder_of_where_the_error_was_raised(fresh_tutor):
+    """The live route: the gpt judge's verdict carries where its raw error was raised, and the
+    check's hint (rung 1 in the message, the next from checks.hint) is that place's ladder."""
+    code = catalogue.answer("gpt", "01_right_reference").code
+    old = "probs = F.softmax(logits[:, -1, :], dim=-1)"
+    assert code.count(old) == 1
+    _, raised = notebooks.run_checks("gpt", code.replace(old, "probs = F.softmax(logits[:, -1, :, 0], dim=-1)"))
+    failed = raised["generate"]
+    ladder = hints.ladder("gpt", "forward_error", "generate")
+    assert ladder != hints.ladder("gpt", "forward_error")
+    assert failed.hint.startswith(tutor.rung_text(ladder, 1)), failed.hint
+    assert tutor.next_rung("gpt", "generate") == tutor.rung_text(ladder, 2)

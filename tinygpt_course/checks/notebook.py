@@ -175,7 +175,7 @@ def check(lesson, check_id, ns, free=()):
             failed.repeat_of = first
             raise failed
         failed = CheckFailed(f"[{lines}] {v.message}")
-        failed.hint = tutor.offer(lesson, check_id, v.mistake)   # the button, and rung 1 as text
+        failed.hint = tutor.offer(lesson, check_id, v.mistake, v.where)   # the button, or rung 1 as text
         raise failed
     problem = printout_problem(lesson, check_id, ns, free)
     if problem:

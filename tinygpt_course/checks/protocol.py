@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass
 
 from ..config import SIZES
+from .hints import place
 
 ATOL = 1e-5   # two records' numbers are the same when every entry is within this
 QUOTE_LIMIT = 300   # characters of learner text a verdict may quote
@@ -266,21 +267,23 @@ class Verdict:
     message: str
     kind: Kind
     mistake: str = None
+    where: str = None     # where a raw error was raised (hints.PLACES): its hint ladder's place
 
     @classmethod
     def ok(cls, message):
         return cls(True, message, Kind.PASSED)
 
     @classmethod
-    def fail(cls, kind, message, mistake=None):
+    def fail(cls, kind, message, mistake=None, where=None):
         """A failed check. `mistake` may be left out only for the shared kinds (unanswered,
-        build_error, forward_error, no_result), whose mistake is the kind's own id."""
+        build_error, forward_error, no_result), whose mistake is the kind's own id. `where`: the
+        place a raw error was raised (hints.place), which picks its hint ladder."""
         kind = Kind(kind)
         assert kind is not Kind.PASSED
         mistake = mistake or _KIND_MISTAKES.get(kind)
         if not (isinstance(mistake, str) and MISTAKE_ID.match(mistake)):
             raise ValueError(f"a failed Verdict names its mistake as a snake_case id, not {mistake!r}")
-        return cls(False, message, kind, mistake)
+        return cls(False, message, kind, mistake, where)
 
 
 # --- what every judge compares records with (trusted; torch is imported where it is used) ------
@@ -355,7 +358,7 @@ class Lesson:
             return Verdict.fail(Kind.UNANSWERED, self.unanswered)
         return Verdict.fail(Kind.BUILD_ERROR,
                             f"{self.task_class}({self.build_args}) failed: {quote(rec['init_error'])}",
-                            raw_mistake(rec, "init_") or "build_error")
+                            raw_mistake(rec, "init_") or "build_error", place(rec, "init_"))
 
     @property
     def extract_module(self):
@@ -482,7 +485,7 @@ class Lesson:
         if unanswered(rec, prefix):
             return Verdict.fail(Kind.UNANSWERED, self.unanswered)
         return Verdict.fail(Kind.FORWARD_ERROR, f"forward raised {quote(rec[prefix + 'error'])}",
-                            raw_mistake(rec, prefix) or "forward_error")
+                            raw_mistake(rec, prefix) or "forward_error", place(rec, prefix))
 
     def causal(self, out, changed_out, mixes, mistake="sees_the_future"):
         """Changing the last letter of every window (changed_out) must leave the earlier

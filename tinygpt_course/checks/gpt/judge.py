@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from ...config import SIZES
+from ..hints import place
 from ..protocol import Kind, Lesson, Verdict, close, joins_along, line_tree, n_params, raw_mistake, shape_of, unanswered
 
 B, T, V, C = SIZES.batch_size, SIZES.block_size, SIZES.vocab_size, SIZES.n_embd
@@ -313,7 +314,7 @@ class GPTLesson(Lesson):
                     f"too, targets.view({n}), one target per row of scores."), "targets_not_flattened")
         if rec.get("train_error"):
             return Verdict.fail(Kind.FORWARD_ERROR, f"forward with targets raised {rec['train_error']}",
-                                raw_mistake(rec, "train_") or "forward_error")
+                                raw_mistake(rec, "train_") or "forward_error", place(rec, "train_"))
         loss, logits = rec.get("train_loss"), rec.get("train_logits")
         if not torch.is_tensor(loss) or loss.numel() != 1:
             return Verdict.fail(Kind.WRONG_SHAPE, (
@@ -392,7 +393,7 @@ class GPTLesson(Lesson):
                     "torch.multinomial got negative numbers: it draws from probabilities. Turn the last "
                     "position's scores into probabilities with F.softmax(..., dim=-1) first."), "no_softmax")
             return Verdict.fail(Kind.FORWARD_ERROR, f"generate raised {rec['gen1_error']}",
-                                raw_mistake(rec, "gen1_") or "forward_error")
+                                raw_mistake(rec, "gen1_") or "forward_error", place(rec, "gen1_"))
         if not lengths:
             return Verdict.fail(Kind.WRONG_VALUE, (
                 "generate never called the model: get the scores with self(idx_cond) at every step."), "model_not_called")
