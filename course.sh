@@ -5,6 +5,7 @@
 #   bash course.sh test   set up everything the tests need, then run the whole test suite
 #                         (and the lessons' number tests again on torch's default CPU kernels)
 #   bash course.sh setup  only set up .venv (add "test" for the test tools)
+#   bash course.sh python the Python a new .venv would be made from (3.11-3.13: PYTHONS below)
 #   TINYGPT_VENV=/opt/tinygpt-venv bash course.sh setup hub
 #                         the venv of a classroom hub's users (hub/README.md): the course library
 #                         installed, NOT editable (nothing in it points back into this checkout,
@@ -22,20 +23,59 @@ CPU_TESTS=(tests/test_checks.py tests/test_checks_gpt.py tests/test_checks_head_
            tests/test_catalogue_checks.py tests/test_lesson.py tests/test_lesson_gpt.py
            tests/test_lessons_head_block.py)
 
-python_for_venv() {
-    # Debian's python3 is readable by every user (hub learners too); pyenv's lives under /root.
-    for py in /usr/bin/python3.11 /usr/bin/python3 python3.11 python3; do
-        if command -v "$py" >/dev/null && "$py" -c 'import sys, venv; assert sys.version_info[:2] == (3, 11)' 2>/dev/null; then
-            echo "$py"; return
+# The Pythons course.sh takes, newest first: scripts/resolve_pins.py finds a wheel of every pin for
+# each (scripts/resolved_pins.json); pyproject.toml's requires-python and environment.yml say the
+# same (tests/test_env_pins.py checks they agree)
+PYTHONS=(3.13 3.12 3.11)
+SYSTEM_BIN=${TINYGPT_SYSTEM_BIN:-/usr/bin}   # where the system's Pythons are (tests: another folder)
+
+version_of() {  # "3.X" of a Python that works, or nothing
+    "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true
+}
+
+takes() {  # $1: "3.X"; true if course.sh takes it
+    local v
+    for v in "${PYTHONS[@]}"; do [ "$1" = "$v" ] && return 0; done
+    return 1
+}
+
+python_for_venv() {  # the Python a new venv is made from (TINYGPT_PYTHON: this one, if course.sh takes it)
+    # A system Python first, the newest: every user can read it, and so the venv made from it (a
+    # hub's learners use that venv; pyenv's Pythons live in their owner's home, here under /root).
+    # Then the newest on PATH (Homebrew, python.org's installer, an activated pyenv or conda).
+    local candidates=() found=() py v
+    if [ -n "${TINYGPT_PYTHON:-}" ]; then
+        candidates=("$TINYGPT_PYTHON")
+    else
+        for v in "${PYTHONS[@]}"; do candidates+=("$SYSTEM_BIN/python$v"); done
+        candidates+=("$SYSTEM_BIN/python3")
+        for v in "${PYTHONS[@]}"; do candidates+=("python$v"); done
+        candidates+=(python3)
+    fi
+    for py in "${candidates[@]}"; do
+        command -v "$py" >/dev/null || continue
+        v=$(version_of "$py")
+        if [ -z "$v" ]; then found+=("$py does not run"); continue; fi
+        if ! takes "$v"; then found+=("$py is $v"); continue; fi
+        # venv and ensurepip: Debian and Ubuntu ship them apart (python3.X-venv)
+        if ! "$py" -c 'import venv, ensurepip' 2>/dev/null; then
+            found+=("$py ($v) has no venv: apt-get install python$v-venv"); continue
         fi
+        command -v "$py"; return      # its path, to say which
     done
-    echo "course.sh: Python 3.11 with venv is needed (apt-get install python3.11-venv)" >&2; exit 1
+    echo "course.sh: Python ${PYTHONS[*]} (any of them) with venv is needed." >&2
+    [ ${#found[@]} -eq 0 ] || printf '  found: %s\n' "${found[@]}" >&2
+    echo "  Debian/Ubuntu: apt-get install python3-venv; macOS: brew install python@${PYTHONS[0]}," \
+         "or python.org's installer (README.md, \"Your own machine\")" >&2
+    exit 1
 }
 
 torch_index_args() {
     # Ask PyTorch's CPU index too where it can be reached; where it cannot (a mirror, a closed
     # network), the configured index alone: the build is reported after installing either way.
-    if "$(python_for_venv)" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=8)' \
+    local py
+    py=$(python_for_venv)
+    if "$py" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=8)' \
             "$TORCH_CPU_INDEX" 2>/dev/null; then
         echo "--extra-index-url=$TORCH_CPU_INDEX"
     else
@@ -44,10 +84,17 @@ torch_index_args() {
 }
 
 setup_venv() {  # $1: pip extras, e.g. "" or "[test]"; $2: "copy" installs a copy, not editable
+    local py
     if [ ! -x "$VENV/bin/python" ]; then
-        echo "== creating $VENV"
-        "$(python_for_venv)" -m venv "$VENV"
+        py=$(python_for_venv)
+        echo "== creating $VENV with $py (Python $(version_of "$py"); course.sh takes ${PYTHONS[*]})"
+        "$py" -m venv "$VENV"
     fi
+    if ! takes "$(version_of "$VENV/bin/python")"; then
+        echo "course.sh: $VENV is Python $(version_of "$VENV/bin/python"); course.sh takes ${PYTHONS[*]}: remove it and run again" >&2
+        exit 1
+    fi
+    echo "== $VENV: Python $("$VENV/bin/python" -c 'import platform; print(platform.python_version())')"
     echo "== installing the course library and its pinned dependencies"
     local index
     index=$(torch_index_args)
@@ -97,7 +144,7 @@ print("== torch", torch.__version__, "(CPU build)" if cuda is None else f"(CUDA 
     if [ "${2:-}" = copy ]; then chmod -R a+rX "$VENV"; fi
 }
 
-setup_system() {  # what the tests need from outside PyPI (run as root, e.g. in CI)
+missing_system() {  # the Debian packages of the tools the tests and the grader need that are missing
     local missing=()
     [ -x /usr/bin/chromium ] || missing+=(chromium)           # the browser tests
     [ -x /usr/bin/bwrap ] || missing+=(bubblewrap)            # the grading sandbox
@@ -107,6 +154,21 @@ setup_system() {  # what the tests need from outside PyPI (run as root, e.g. in 
     # npm only where it is missing: where Node.js comes from NodeSource, npm is part of it and
     # Debian's npm package conflicts with it
     command -v npm >/dev/null || missing+=(npm)
+    echo "${missing[*]}"
+}
+
+setup_system() {  # what the tests need from outside PyPI (run as root, e.g. in CI)
+    local missing
+    read -r -a missing <<< "$(missing_system)"
+    if ! command -v apt-get >/dev/null; then
+        # macOS, or a Linux of another family: nothing is installed system-wide; the tests that
+        # need what is missing say so and are skipped (the grading sandbox is Linux's bubblewrap)
+        local skipped=""
+        [ ${#missing[@]} -eq 0 ] || skipped="; skipped: ${missing[*]} (as Debian names them)"
+        echo "== no apt-get here: installing nothing system-wide$skipped"
+        command -v configurable-http-proxy >/dev/null || echo "== skipped: npm install -g configurable-http-proxy (the hub tests)"
+        return 0
+    fi
     if [ ${#missing[@]} -gt 0 ]; then
         if [ "$(id -u)" = 0 ]; then
             echo "== apt-get install ${missing[*]}"
@@ -121,12 +183,35 @@ setup_system() {  # what the tests need from outside PyPI (run as root, e.g. in 
     fi
 }
 
+note_system() {  # lab and teach: they install nothing outside the venv; say what a grader would need
+    local missing
+    missing=$(missing_system)
+    [ -z "$missing" ] || echo "== nothing installed system-wide (not needed to learn): skipped $missing," \
+        "the tests' and the grader's (grading runs in Linux's bubblewrap; README.md, \"The grading sandbox\")"
+}
+
+other_pythons() {  # "path version" of each other Python course.sh takes that this machine has, one a version
+    local main py v seen=" "
+    main=$(version_of "$VENV/bin/python")
+    # TINYGPT_TEST_PYTHONS: interpreters to use as well (paths, e.g. pyenv's), before the ones found
+    # shellcheck disable=SC2086  # a list of paths
+    for py in ${TINYGPT_TEST_PYTHONS:-} $(for v in "${PYTHONS[@]}"; do echo "$SYSTEM_BIN/python$v python$v"; done); do
+        command -v "$py" >/dev/null || continue
+        v=$(version_of "$py")
+        if [ -z "$v" ] || [ "$v" = "$main" ] || ! takes "$v" || [[ "$seen" == *" $v "* ]]; then continue; fi
+        "$py" -c 'import venv, ensurepip' 2>/dev/null || continue
+        seen+="$v "
+        echo "$py $v"
+    done
+}
+
 run_lab() {  # $1: student or teacher; then JupyterLab's own options
     local role=$1; shift
     export PATH="$VENV/bin:$PATH"
     export JUPYTER_CONFIG_PATH="$VENV/etc/tinygpt/$role:$VENV/etc/tinygpt/common"
     extra=(); [ "$(id -u)" = 0 ] && extra+=(--allow-root)
-    exec jupyter lab "${extra[@]}" --ServerApp.root_dir="$ROOT" --LabApp.default_url="/lab/tree/$START_PAGE" "$@"
+    # ${extra[@]+...}: macOS's bash 3.2 calls an empty array unbound under set -u
+    exec jupyter lab ${extra[@]+"${extra[@]}"} --ServerApp.root_dir="$ROOT" --LabApp.default_url="/lab/tree/$START_PAGE" "$@"
 }
 
 case "${1:-lab}" in
@@ -135,11 +220,16 @@ case "${1:-lab}" in
     lab)      # learners: nbgrader's teacher extensions off (Assignment List and Validate stay)
         shift || true
         setup_venv ""
+        note_system
         run_lab student "$@" ;;
     teach)    # teachers: the Formgrader and Create Assignment, on this repo's nbgrader_config.py
         shift || true
         setup_venv ""
+        note_system
         run_lab teacher "$@" ;;
+    python)   # which Python setup would make a new venv from, or why none (tests/test_course_python.py)
+        py=$(python_for_venv)
+        echo "$py (Python $(version_of "$py"); course.sh takes ${PYTHONS[*]})" ;;
     torch-index)   # the index option setup adds for torch, if any (tests/test_run_command.py)
         torch_index_args ;;
     test)
@@ -156,7 +246,17 @@ case "${1:-lab}" in
         export ATEN_CPU_CAPABILITY=default
         echo "== again on torch's $(python -c 'import torch; print(torch.backends.cpu.get_cpu_capability())') CPU kernels: ${CPU_TESTS[*]}"
         python -m pytest "${CPU_TESTS[@]}" || status=$?
+        # The lessons' and checks' tests again under every other Python course.sh takes that this
+        # machine has (Debian 13: 3.13 beside 3.11), each in a venv of its own (README.md says
+        # which versions were run and which only resolved), on this CPU's own kernels
+        while read -r py v; do
+            [ -n "$py" ] || continue
+            echo "== again under Python $v ($py): ${CPU_TESTS[*]}"
+            ( VENV="$VENV/py$v"; TINYGPT_PYTHON=$py; unset ATEN_CPU_CAPABILITY
+              setup_venv "[test]"
+              "$VENV/bin/python" -m pytest "${CPU_TESTS[@]}" ) </dev/null || status=$?
+        done <<< "$(other_pythons)"
         exit $status ;;
     *)
-        sed -n '2,7p' "$0"; exit 2 ;;
+        sed -n '2,8p' "$0"; exit 2 ;;
 esac
