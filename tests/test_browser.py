@@ -257,3 +257,39 @@ def test_wrong_gpt_models_run_all_without_a_traceback_and_the_kernel_lives(lab, 
     assert catalogue.answer("gpt", "56_letters_appended_on_dim_0").validate_says in squashed(dialog), squashed(dialog)
     dialog.get_by_role("button", name="Ok").click()
     expect(status).to_contain_text(re.compile(r"\(ipykernel\) \| Idle"))
+
+
+def test_a_head_slip_is_named_by_its_own_name_error_at_run_all(lab, page, screenshots, tmp_path):
+    """Issue 32 item 2 in the browser: the head lesson's demo cells ran first (Run All), and an
+    answer that forgot its shape line or a `self.` fails with the NameError of its own slip, not a
+    size error against a demo's leftover T = 4 or [4, 4] weights."""
+    import shutil
+
+    from playwright.sync_api import expect
+
+    from tinygpt_course.testing.notebooks import solution
+
+    try:
+        from .test_after_answer import HEAD_SLIPS
+    except ImportError:
+        from test_after_answer import HEAD_SLIPS
+    shutil.copy(notebooks.release_path("head"), tmp_path / "lesson" / "head.ipynb")
+    nb, answer, _ = open_lesson(page, lab.replace("/multihead.ipynb", "/head.ipynb"))
+    shapes = nb.locator(".jp-CodeCell").filter(has_text="checks.check('shapes', globals())").locator(".jp-OutputArea")
+    for old, new, name in HEAD_SLIPS:
+        slipped = solution("head").replace(old, new)
+        assert slipped != solution("head")
+        answer.locator(".cm-content").click()
+        page.keyboard.press("Control+a")
+        page.keyboard.insert_text(slipped)
+        expect(answer.locator(".cm-content")).not_to_contain_text("NotImplementedError")
+        page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Edit$")).click()
+        page.locator(".lm-Menu-item", has_text="Clear Outputs of All Cells").first.click()
+        expect(shapes).to_have_text("", timeout=30_000)
+        restart_and_run_all(page)
+        expect(shapes).to_contain_text("Check failed", timeout=300_000)
+        said = squashed(shapes)
+        assert f"NameError: name '{name}' is not defined" in said, said
+        assert not re.search(r"\b4\b", said), said          # no 4-vs-8 size error from a demo's names
+        shapes.scroll_into_view_if_needed()
+        page.screenshot(path=screenshots / f"browser_head_slip_{name}.png")
