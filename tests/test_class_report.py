@@ -107,7 +107,6 @@ def test_the_report_is_written_for_each_lesson(graded):
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_each_mistake_is_counted_exactly(graded, lesson):
-    import html
     page = (graded[0] / "reports" / f"{lesson}.html").read_text()
     who, counts = listed(page)
     want = {}
@@ -122,7 +121,7 @@ def test_each_mistake_is_counted_exactly(graded, lesson):
         if rungs is None:
             assert "no ladder yet" in row, m
         else:
-            assert all(html.escape(r) in row for r in rungs) and "no ladder yet" not in row, m
+            assert all(hints.as_html(r) in row for r in rungs) and "no ladder yet" not in row, m
 
 
 def test_flagged_and_ungraded_with_their_reason(graded):
