@@ -62,7 +62,7 @@ def sizes(lesson, where="forward"):
     if where == "generate":
         given = (f"idx, [B, t] letter ids, one letter longer at each step; the model gets at most "
                  f"block_size = {T} of them, and the last position's scores are [B, vocab_size] = [B, {V}]")
-        out = f"idx with the new letters appended, [B, t + max_new_tokens]"
+        out = "idx with the new letters appended, [B, t + max_new_tokens]"
     elif where == "loss":
         given = (f"logits [B, T, vocab_size] = [{B}, {T}, {V}] and targets [B, T] = [{B}, {T}]; "
                  f"F.cross_entropy wants them as [B * T, vocab_size] = [{B * T}, {V}] and [B * T] = [{B * T}]")

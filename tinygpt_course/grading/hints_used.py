@@ -14,8 +14,7 @@ is what the teacher (the formgrader's notebook, the class report) sees.
 """
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-# MAX_ENTRIES and checked are read here by the class report (report/collect.py)
-from ..checks.hints import MAX_ENTRIES, checked, merged, widget_entries  # noqa: F401
+from ..checks.hints import merged, widget_entries
 
 
 def hints_used(widgets):

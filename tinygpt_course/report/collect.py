@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import json
 
-from ..grading.hints_used import MAX_ENTRIES, checked
+from ..checks.hints import MAX_ENTRIES, checked
 from ..grading.integrity import KINDS, integrity
 from ..grading.owner import submission_problem
 from ..grading.verdicts import read_verdicts
