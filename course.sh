@@ -238,14 +238,25 @@ case "${1:-lab}" in
         export PATH="$VENV/bin:$PATH"
         shift || true
         [ $# -gt 0 ] && exec python -m pytest "$@"
-        # The whole suite on this CPU's own kernels; then the lessons' printouts, stored records
-        # and checks again on torch's plainest kernels, as another CPU (another x86, an ARM Mac)
-        # would round them: float32 sums in another order must print and judge the same.
-        status=0
-        python -m pytest || status=$?
-        export ATEN_CPU_CAPABILITY=default
-        echo "== again on torch's $(python -c 'import torch; print(torch.backends.cpu.get_cpu_capability())') CPU kernels: ${CPU_TESTS[*]}"
-        python -m pytest "${CPU_TESTS[@]}" || status=$?
+        # The whole suite on this CPU's own kernels. Beside it, in a process of its own (its
+        # report printed after the suite's), the lessons'
+        # printouts, stored records and checks again on torch's plainest kernels, as another CPU
+        # (another x86, an ARM Mac) would round them: float32 sums in another order must print and
+        # judge the same. The suite runs its modules $TINYGPT_TEST_WORKERS (2) at a time, then
+        # those that watch the whole machine or make Unix users alone (tests/conftest.py ALONE).
+        status=0 aten_status=0
+        aten_log=$(mktemp) aten_tmp=$(mktemp -d)
+        ( export ATEN_CPU_CAPABILITY=default
+          echo "== again on torch's $(python -c 'import torch; print(torch.backends.cpu.get_cpu_capability())') CPU kernels: ${CPU_TESTS[*]}"
+          exec python -m pytest --basetemp "$aten_tmp/t" "${CPU_TESTS[@]}" ) </dev/null >"$aten_log" 2>&1 &
+        aten=$!
+        echo "== the suite, ${TINYGPT_TEST_WORKERS:-2} modules at a time (torch's plainest kernels beside it: $aten_log)"
+        python -m pytest -n "${TINYGPT_TEST_WORKERS:-2}" --dist loadfile -m "not alone" || status=$?
+        echo "== the tests that watch the whole machine or make Unix users, one at a time"
+        python -m pytest -m alone || status=$?
+        wait $aten || aten_status=$?
+        cat "$aten_log"; rm -rf "$aten_log" "$aten_tmp"
+        [ $aten_status -eq 0 ] || status=$aten_status
         # The lessons' and checks' tests again under every other Python course.sh takes that this
         # machine has (Debian 13: 3.13 beside 3.11), each in a venv of its own (README.md says
         # which versions were run and which only resolved), on this CPU's own kernels

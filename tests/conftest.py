@@ -55,8 +55,20 @@ FAST = {"test_sandbox", "test_rerun", "test_repair", "test_gradebook_lock", "tes
         "test_grade_memory", "test_hub_config", "test_supervise", "test_portable"}
 
 
+# Modules that watch the whole machine (every process of the sandbox uids, the memory left, the
+# host's IPC objects) or make Unix users and share the users' venv (a session fixture, minutes):
+# marked `alone`. `course.sh test` runs the rest two modules at a time (pytest-xdist, --dist
+# loadfile: a module's fixtures stay in one process), then these one after another, with nothing
+# else running that a look at the machine could mistake for theirs.
+ALONE = {"test_hub", "test_roster", "test_kernelfork", "test_grade_job", "test_class_sandbox",
+         "test_exchange_data"}
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.module.__name__.rsplit(".", 1)[-1] not in FAST:
+        name = item.module.__name__.rsplit(".", 1)[-1]
+        if name not in FAST:
             item.add_marker(pytest.mark.slow)
+        if name in ALONE:
+            item.add_marker(pytest.mark.alone)
     items.sort(key=lambda item: item.get_closest_marker("slow") is not None)   # stable: fast first

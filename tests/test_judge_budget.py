@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -151,18 +152,33 @@ def test_a_reply_off_the_schema_is_no_verdict():
 
 # --- the real nbgrader autograde: the class goes on -----------------------------------------------
 
-def grade(course, timeout=None):
-    """`nbgrader autograde multihead` in course (its own process group, killed at timeout);
-    returns its exit status, or None when it was killed."""
+def own_cpu_s(pid):
+    """CPU seconds (user + system) a process has used itself, not its children's; None once gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def grade(course, timeout, cpu_over=None):
+    """`nbgrader autograde multihead` in course, its own process group. Returns (its exit status,
+    or None when it was killed; the CPU seconds its own process used, as last seen). Killed past
+    `timeout` s, or once its own process (not the kernels nor the judges it starts) has used more
+    than `cpu_over` CPU seconds: a judge spinning in the grader's process, measured in CPU time, so
+    that the test does not hang on how fast or busy the machine is."""
     proc = subprocess.Popen([str(BIN / "nbgrader"), "autograde", "multihead", "--create"], cwd=course, env=env(),
                             stdout=subprocess.DEVNULL, stderr=open(course / "autograde.err", "w"),
                             start_new_session=True)
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        return None
+    deadline, cpu = time.monotonic() + timeout, 0.0
+    while proc.poll() is None:
+        cpu = own_cpu_s(proc.pid) or cpu
+        if time.monotonic() > deadline or (cpu_over is not None and cpu > cpu_over):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None, cpu
+        time.sleep(0.2)
+    return proc.returncode, cpu
 
 
 def spinner_and_classmate(course):
@@ -172,13 +188,18 @@ def spinner_and_classmate(course):
     return course
 
 
+# What the grader's own process may use for two learners: a judge that spins in it passes this, a
+# judge in a child within BUDGET never adds to it (test_nbgrader_flags_the_spinner_... checks).
+SPUN = 4 * BUDGET
 CONFIG = f"c.IndependentChecks.judge_timeout = {BUDGET}\nc.IndependentChecks.judge_cpu_s = {BUDGET}\n"
 PICKLED = "c.IndependentChecks.records_as_data = False\n"     # the record's defence off: the budget alone
 
 
 def test_nbgrader_flags_the_spinner_and_grades_the_classmate(tmp_path):
     course = spinner_and_classmate(make_course(tmp_path / "on", extra_config=CONFIG + PICKLED))
-    assert grade(course, timeout=1200) == 0, (course / "autograde.err").read_text()[-3000:]
+    status, cpu = grade(course, timeout=1200)
+    assert status == 0, (course / "autograde.err").read_text()[-3000:]
+    assert cpu < SPUN, f"the grader's own process used {cpu:.1f} CPU s: the spun threshold below says nothing"
     classmate = scores(course, "multihead", "b_classmate")
     full = sum(classmate.values())
     assert full > 0 and all(s > 0 for s in classmate.values()), classmate
@@ -194,7 +215,9 @@ def test_nbgrader_flags_the_spinner_and_grades_the_classmate(tmp_path):
 def test_without_the_budget_nbgrader_never_reaches_the_classmate(tmp_path):
     off = CONFIG + PICKLED + "c.IndependentChecks.judge_in_child = False\n"
     course = spinner_and_classmate(make_course(tmp_path / "off", extra_config=off))
-    assert grade(course, timeout=240) is None, "nbgrader autograde finished: the judge did not spin"
+    status, cpu = grade(course, timeout=900, cpu_over=SPUN)
+    assert status is None, "nbgrader autograde finished: the judge did not spin"
+    assert cpu > SPUN, f"killed at the wall-clock bound, its own process at {cpu:.1f} CPU s"
     assert not (course / "autograded" / "b_classmate").exists()
 
 
@@ -203,7 +226,7 @@ def test_records_as_data_stop_the_spinner_before_any_judge(tmp_path):
     classmate gets full marks, and nbgrader finishes."""
     off = CONFIG + "c.IndependentChecks.judge_in_child = False\n"
     course = spinner_and_classmate(make_course(tmp_path / "data", extra_config=off))
-    assert grade(course, timeout=1200) == 0, (course / "autograde.err").read_text()[-3000:]
+    assert grade(course, timeout=1200)[0] == 0, (course / "autograde.err").read_text()[-3000:]
     classmate = scores(course, "multihead", "b_classmate")
     assert classmate and all(s > 0 for s in classmate.values()), classmate
     assert sum(scores(course, "multihead", "a_spinner").values()) < sum(classmate.values())
@@ -216,6 +239,9 @@ def test_records_as_data_stop_the_spinner_before_any_judge(tmp_path):
 
 # --- tinygpt-grade-class: a submission that hangs a worker does not stop the class ----------------
 
+HUNG = 90    # --submission-timeout: the classmate's whole grading fits in it many times over
+
+
 def test_grade_class_kills_a_hung_submission_and_grades_the_rest(tmp_path):
     """The judge's own budget off (judge_in_child = False), so that the spinner hangs its worker:
     --submission-timeout kills that worker, the spinner fails, the classmate is graded in full.
@@ -225,10 +251,10 @@ def test_grade_class_kills_a_hung_submission_and_grades_the_rest(tmp_path):
     course = spinner_and_classmate(make_course(tmp_path / "class", extra_config=off))
     proc = subprocess.run([sys.executable, "-m", "tinygpt_course.classroom", "multihead", "--no-progress",
                            "--course-dir", str(course), "--jobs", "2", "--retries", "0",
-                           "--submission-timeout", "200", "--logs", str(tmp_path / "logs")],
+                           "--submission-timeout", str(HUNG), "--logs", str(tmp_path / "logs")],
                           capture_output=True, text=True, env=env(), timeout=1500)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "failed: a_spinner" in proc.stderr, proc.stderr[-3000:]
     classmate = scores(course, "multihead", "b_classmate")
     assert classmate and all(s > 0 for s in classmate.values()), classmate
-    assert "still grading this submission after 200 s" in (tmp_path / "logs" / "a_spinner.0.log").read_text()
+    assert f"still grading this submission after {HUNG} s" in (tmp_path / "logs" / "a_spinner.0.log").read_text()
