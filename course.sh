@@ -133,7 +133,8 @@ print("== torch", torch.__version__, "(CPU build)" if cuda is None else f"(CUDA 
     mkdir -p "$settings"
     echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}, "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": true}}' \
         > "$settings/overrides.json"
-    # nbgrader's "view feedback" opens the feedback, not only its folder (hub/labextension/)
+    # the course's JupyterLab extension (hub/labextension/): nbgrader's "view feedback" opens the
+    # feedback, not only its folder; the hint rungs used are kept in the notebook's metadata on save
     mkdir -p "$VENV/share/jupyter/labextensions"
     rm -rf "$VENV/share/jupyter/labextensions/tinygpt-feedback"
     cp -R hub/labextension/tinygpt-feedback "$VENV/share/jupyter/labextensions/"

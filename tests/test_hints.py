@@ -10,9 +10,16 @@
 - the tutor gives rung 1 as text, then the next rungs in order (never rung 1 again); a kernel
   started again continues from the rungs the saved notebook carries (checked data); rungs render
   backticks as code and never markup; the rungs used are widget state (hint boxes and the ledger),
-  which grading lifts out as checked data and drops (no score can depend on them).
+  which grading lifts out as checked data and drops (no score can depend on them);
+- the rungs JupyterLab's extension keeps in metadata.tinygpt_hints_used (so that a save right after
+  a kernel restart loses none) are read by the tutor and by grading as checked data, hostile values
+  left out, and the extension's own checks (hub/labextension/hints.js, run under node) agree.
 """
+import json
+import os
 import re
+import shutil
+import subprocess
 
 import nbformat
 import pytest
@@ -22,6 +29,7 @@ from tinygpt_course.checks import hints, tutor
 from tinygpt_course.config import SIZES, CourseConfig
 from tinygpt_course.checks.protocol import RAW_MISTAKES, SHARED_MISTAKES, load_lesson, raw_mistake
 from tinygpt_course.testing import catalogue, notebooks
+from tinygpt_course.testing.course import REPO as ROOT
 
 LESSONS = ("head", "multihead", "block", "gpt")
 MIN_SECRET = 12    # characters (spaces and comment dropped) below which a line is a word any hint uses
@@ -181,6 +189,23 @@ def test_the_tutor_gives_rung_one_as_text_then_the_next_in_order(capsys, fresh_t
     assert "has not failed" in capsys.readouterr().out
 
 
+def next_rung_after_restart(path, monkeypatch, capsys):
+    """A kernel started again for the notebook file `path` (JPY_SESSION_NAME) reads the rungs it
+    carries; head's check `shapes` fails again naming matmul_shapes: the rung checks.hint prints."""
+    monkeypatch.setattr(tutor, "_restored", [])
+    monkeypatch.setenv("JPY_SESSION_NAME", str(path))
+    monkeypatch.setattr(tutor, "_in_kernel", lambda: True)     # the restore reads files in a kernel only
+    monkeypatch.setattr(tutor, "_sync_ledger", lambda: None)    # (no widget frontend in this process)
+    tutor._restore()
+    monkeypatch.setattr(tutor, "_in_kernel", lambda: False)
+    lesson = load_lesson("head")
+    tutor.offer(lesson, "shapes", "matmul_shapes")
+    tutor.hint(lesson, "shapes")
+    printed = " ".join(capsys.readouterr().out.split())
+    ladder = hints.ladder("head", "matmul_shapes")
+    return next((n for n in (1, 2, 3) if printed == " ".join(tutor.rung_text(ladder, n).split())), printed)
+
+
 def test_the_tutor_continues_from_the_rungs_a_saved_notebook_carries(tmp_path, capsys, fresh_tutor, monkeypatch):
     """A restarted kernel reads the rungs used back from the notebook file the server started it
     for (JPY_SESSION_NAME), as checked data: a check failing again continues its ladder; a forged
@@ -200,17 +225,7 @@ def test_the_tutor_continues_from_the_rungs_a_saved_notebook_carries(tmp_path, c
     (tmp_path / "not.ipynb").write_text("[1, 2")
     assert tutor.saved_entries(tmp_path / "not.ipynb") == []
 
-    monkeypatch.setattr(tutor, "_restored", [])
-    monkeypatch.setenv("JPY_SESSION_NAME", str(path))
-    monkeypatch.setattr(tutor, "_in_kernel", lambda: True)     # the restore reads files in a kernel only
-    monkeypatch.setattr(tutor, "_sync_ledger", lambda: None)    # (no widget frontend in this process)
-    tutor._restore()
-    monkeypatch.setattr(tutor, "_in_kernel", lambda: False)
-    lesson = load_lesson("head")
-    tutor.offer(lesson, "shapes", "matmul_shapes")
-    tutor.hint(lesson, "shapes")
-    assert " ".join(capsys.readouterr().out.split()) == " ".join(
-        tutor.rung_text(hints.ladder("head", "matmul_shapes"), 3).split())
+    assert next_rung_after_restart(path, monkeypatch, capsys) == 3
 
 
 def test_rungs_render_code_spans_and_never_markup():
@@ -260,6 +275,115 @@ def test_the_hint_box_keeps_the_rungs_used_and_grading_keeps_them_as_data_only(f
         {"lesson": "head", "check": "causal", "mistake": "ignores_last_letter", "rungs": [1, 2]}]
     box.close()
     ledger.close()
+
+
+# --- the rungs kept in the notebook's metadata (hub/labextension: plugin keep-hints) ------------
+
+LABEXT = ROOT / "hub" / "labextension"
+GOOD = {"lesson": "head", "check": "shapes", "mistake": "matmul_shapes", "rungs": [2, 1, 2]}
+# learner-made values: none of them is an entry (wrong types, names that are no snake_case id,
+# rungs out of 1-3 or no int: 0, 4, "1", True, 1.5)
+FORGED = ([{**GOOD, "rungs": r} for r in ([0], [4], ["1"], [True], [1.5], [], [1, 4], "1", 1, None)]
+          + [{**GOOD, "check": c} for c in ("Shapes", "a-b", "<b>x</b>", "x" * 61, "", "1st", "shapes\n", 5, None)]
+          + [{k: v for k, v in GOOD.items() if k != "mistake"}, "head shapes matmul_shapes", [GOOD], 3, None, True])
+
+
+def with_kept(kept, widgets=None):
+    """A notebook's metadata as JupyterLab saves it: the extension's list and the widget state."""
+    return {hints.KEPT: kept, "widgets": {hints.STATE: {"version_major": 2, "version_minor": 0, "state": widgets or {}}}}
+
+
+def test_the_rungs_kept_in_metadata_are_read_as_checked_data():
+    """metadata.tinygpt_hints_used is read besides the widget state, merged with it; every value
+    that is not an entry is left out, extra keys are not carried, and a huge list is read only
+    up to MAX_ENTRIES (entries and list items)."""
+    box = {"state": {"tinygpt_hints": {**GOOD, "rungs": [3]}}}
+    other = {"lesson": "head", "check": "causal", "mistake": "sees_the_future", "rungs": [1], "onclick": "<script>"}
+    got = hints.metadata_entries(with_kept(FORGED + [GOOD] + FORGED + [other], {"m": box}))
+    assert got == [{**GOOD, "rungs": [1, 2, 3]}, {k: v for k, v in other.items() if k != "onclick"}]
+    for held in ("x", GOOD, None, 7, True, {"0": GOOD}):     # no list: the widget state alone
+        assert hints.metadata_entries(with_kept(held, {"m": box})) == [{**GOOD, "rungs": [3]}]
+    for metadata in (None, [], "x", {}, {"widgets": "x"}):
+        assert hints.metadata_entries(metadata) == []
+    many = [{**GOOD, "check": f"c{i}"} for i in range(50 * hints.MAX_ENTRIES)]
+    assert hints.metadata_entries(with_kept(many)) == hints.merged(many[:hints.MAX_ENTRIES])
+    assert hints.metadata_entries(with_kept(["junk"] * hints.MAX_ENTRIES + [GOOD])) == []   # read no further
+
+
+def test_a_restarted_kernel_continues_from_the_rungs_kept_in_metadata(tmp_path, capsys, fresh_tutor, monkeypatch):
+    """The file a save right after a kernel restart writes: the widget state holds no entry, the
+    extension's list holds them (and forged values, left out); the check failing again continues."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata.update(with_kept(FORGED + [GOOD]))
+    path = tmp_path / "head.ipynb"
+    nbformat.write(nb, path)
+    assert tutor.saved_entries(path) == [{**GOOD, "rungs": [1, 2]}]
+    assert next_rung_after_restart(path, monkeypatch, capsys) == 3
+    assert tutor.used_entries() == [{**GOOD, "rungs": [1, 2, 3]}]
+
+
+def test_grading_lifts_the_kept_rungs_and_drops_the_learner_s_copy():
+    """KeepHintsUsed reads metadata.tinygpt_hints_used with the widget state (checked, merged) into
+    metadata.tinygpt.hints_used and drops the learner's list; SanitizeOutputs leaves the rest."""
+    from tinygpt_course.grading.hints_used import KeepHintsUsed
+    from tinygpt_course.grading.sanitize_outputs import SanitizeOutputs
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata.update(with_kept(FORGED + [GOOD], {"m": {"state": {"tinygpt_hints_used": [{**GOOD, "rungs": [3]}]}}}))
+    nb.metadata["tinygpt"] = {"lesson": "head"}
+    nb, _ = KeepHintsUsed().preprocess(nb, {})
+    nb, _ = SanitizeOutputs().preprocess(nb, {})
+    assert hints.KEPT not in nb.metadata and "widgets" not in nb.metadata
+    assert nb.metadata["tinygpt"] == {"lesson": "head", "hints_used": [{**GOOD, "rungs": [1, 2, 3]}]}
+    nb = nbformat.v4.new_notebook()      # a list of forged values alone: nothing is lifted
+    nb.metadata.update({hints.KEPT: FORGED, "tinygpt": {"lesson": "head"}})
+    nb, _ = KeepHintsUsed().preprocess(nb, {})
+    assert nb.metadata == {"tinygpt": {"lesson": "head"}}
+
+
+def run_node(script, data):
+    """Run `script` under node with hub/labextension/hints.js as `hints` and `data` (JSON) as
+    `data`; what it prints, parsed as JSON."""
+    node = shutil.which("node")
+    if node is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("node is missing (course.sh setup installs it)")
+        pytest.skip("node is missing")
+    prelude = (f"const hints = require({json.dumps(str(LABEXT / 'hints.js'))});"
+               "const data = JSON.parse(require('fs').readFileSync(0, 'utf8'));")
+    done = subprocess.run([node, "-e", prelude + script], input=json.dumps(data), capture_output=True,
+                          text=True, timeout=60, check=True)
+    return json.loads(done.stdout)
+
+
+def test_the_lab_extension_checks_entries_as_the_python_side_does():
+    """hub/labextension/hints.js (what the keep-hints plugin writes) and hints.py (what the tutor
+    and grading read) hold the same constants and give the same entries, for every forged value,
+    a huge list and widget states; and the committed build holds the plugin and those checks."""
+    consts = run_node("console.log(JSON.stringify([hints.KEPT, hints.STATE, hints.NAME.source, hints.MAX_ENTRIES]))", None)
+    assert consts == [hints.KEPT, hints.STATE, f"^{hints.NAME.pattern}$", hints.MAX_ENTRIES]
+    entries = FORGED + [GOOD, {**GOOD, "rungs": [3, 3]}, {**GOOD, "extra": "<b>"}]
+    many = [{**GOOD, "check": f"c{i}", "rungs": [i % 3 + 1]} for i in range(3 * hints.MAX_ENTRIES)] * 2
+    widgets = [None, "x", {hints.STATE: []}, with_kept(None)["widgets"],
+               with_kept(None, {str(i): {"state": {"tinygpt_hints": e}} for i, e in enumerate(entries)})["widgets"],
+               with_kept(None, {"l": {"state": {"tinygpt_hints_used": many}}, "x": "y", "z": {"state": 3}})["widgets"]]
+    helds = [entries, many, None, "x", GOOD]
+    got = run_node("""console.log(JSON.stringify({
+        checked: data.entries.map(hints.checked), merged: hints.merged(data.entries),
+        mergedMany: hints.merged(data.many), widgets: data.widgets.map(hints.widgetEntries),
+        kept: data.helds.flatMap(h => data.widgets.map(w => hints.kept(h, undefined, w))),
+        keptBoth: hints.kept(data.entries, data.widgets[4], data.widgets[5])}))""",
+                   {"entries": entries, "many": many, "widgets": widgets, "helds": helds})
+    assert got["checked"] == [hints.checked(e) for e in entries]
+    assert got["merged"] == hints.merged(entries) == [{**GOOD, "rungs": [1, 2, 3]}]
+    assert got["mergedMany"] == hints.merged(many) and len(got["mergedMany"]) == hints.MAX_ENTRIES
+    assert got["widgets"] == [hints.widget_entries(w) for w in widgets]
+    assert got["kept"] == [hints.metadata_entries({hints.KEPT: h, "widgets": w}) for h in helds for w in widgets]
+    assert got["keptBoth"] == hints.merged(hints.metadata_entries({hints.KEPT: entries, "widgets": widgets[4]})
+                                           + hints.widget_entries(widgets[5]))
+    built = "".join(p.read_text() for p in (LABEXT / "tinygpt-feedback" / "static").glob("*.js"))
+    for word in ("tinygpt-feedback:keep-hints", hints.KEPT, hints.NAME.pattern):
+        assert word in built, f"{word!r} is not in the built extension: run bash hub/labextension/build.sh"
 
 
 # --- raw errors: the ladder of where they were raised, with the lesson's sizes ------------------

@@ -1,12 +1,16 @@
 """The tutor in a real browser (JupyterLab 4, Chromium; issue 22 item 2, issue 32 item 4), one
 lab for the whole story: a wrong answer, Run All, the failing check shows a "hint" button and
 says how to get the rungs (not rung 1 itself: the button is there); `checks.hint('shapes')` run
-twice prints rungs 1 then 2, which the box shows too, its backticked words rendered as code; the
-button gives rung 3. After save the notebook file holds the rungs used (the widget state
-JupyterLab saves with the course's settings, hub/roles.py); after Kernel > Restart and the set-up
-cell, a save still holds them (the tutor's ledger, read back from the file), and the check failing
-again continues from there. Validate, where no one can press a button, shows rung 1 and how to
-get the next."""
+twice prints rungs 1 then 2, which the box shows too, its backticked words rendered as code.
+After save the notebook file holds the rungs used: in the widget state JupyterLab saves with the
+course's settings (hub/roles.py) and in metadata.tinygpt_hints_used (the course's JupyterLab
+extension, hub/labextension, plugin keep-hints). After Kernel > Restart a save before any cell
+runs writes an empty widget state, and the file still holds the rungs (the extension's list);
+after the set-up cell the check failing again continues from there (its box shows rungs 1 and 2,
+the button gives rung 3), and a save holds them in the widget state again (the tutor's ledger,
+read back from the file). Validate, where no one can press a button, shows rung 1 and how to get
+the next. Last, the defence switched off: the same lab with the plugin disabled, on the notebook
+as JupyterLab without it saves it, loses the rungs on that save after a restart."""
 import importlib
 import json
 import re
@@ -22,19 +26,25 @@ pytest_plugins = [f"{__package__}.conftest_browser" if __package__ else "conftes
 ANSWER = catalogue.answer("multihead", "01_right_comprehension").code.replace("super().__init__()", "pass")
 MISTAKE, CHECK = "missing_super_init", "shapes"
 USED = [{"lesson": "multihead", "check": CHECK, "mistake": MISTAKE, "rungs": [1, 2, 3]}]
+USED_TWO = [{**USED[0], "rungs": [1, 2]}]
+PLUGIN = "tinygpt-feedback:keep-hints"     # hub/labextension/index.js
 
 
 def squashed(text):
     return " ".join(text.split())
 
 
-def saved(path):
-    """The saved notebook's widget state (metadata.widgets' models), or {}."""
+def saved_metadata(path):
+    """The saved notebook's metadata, or {}."""
     try:
-        widgets = json.loads(path.read_text()).get("metadata", {}).get("widgets", {})
+        return json.loads(path.read_text()).get("metadata", {})
     except (OSError, ValueError):
         return {}
-    return widgets.get(hints.STATE, {}).get("state", {})
+
+
+def saved(path):
+    """The saved notebook's widget state (metadata.widgets' models), or {}."""
+    return saved_metadata(path).get("widgets", {}).get(hints.STATE, {}).get("state", {})
 
 
 def saved_hints(path):
@@ -42,17 +52,35 @@ def saved_hints(path):
     return hints.merged(hints.widget_entries({hints.STATE: {"state": saved(path)}}))
 
 
-def wait_saved(page, path, want, seconds=120):
-    """Save (Ctrl+S), wait until the file is written again with hint entries `want`; returns the
-    models saved."""
+def saved_kept(path):
+    """What the saved notebook's metadata.tinygpt_hints_used holds, as written (None: no such key)."""
+    return saved_metadata(path).get(hints.KEPT)
+
+
+def wait_saved(page, path, want, kept, seconds=120):
+    """Save (Ctrl+S, again every few seconds: a kernel restart may still be under way) until the
+    file is written again with hint entries `want` in its widget state and `kept` (None: no key)
+    in metadata.tinygpt_hints_used; returns the models saved."""
     before = path.stat().st_mtime_ns
-    page.keyboard.press("Control+s")
     deadline = time.monotonic() + seconds
-    while (path.stat().st_mtime_ns == before or saved_hints(path) != want) and time.monotonic() < deadline:
-        time.sleep(1)
+    while time.monotonic() < deadline:
+        page.keyboard.press("Control+s")
+        for _ in range(5):
+            time.sleep(1)
+            if path.stat().st_mtime_ns != before and (saved_hints(path), saved_kept(path)) == (want, kept):
+                return saved(path)
     assert path.stat().st_mtime_ns != before, "the notebook was not saved"
-    assert saved_hints(path) == want, saved(path)
-    return saved(path)
+    assert (saved_hints(path), saved_kept(path)) == (want, kept), saved_metadata(path)
+
+
+def restart_kernel(page):
+    """Kernel > Restart Kernel…, confirmed."""
+    from playwright.sync_api import expect
+
+    page.locator(".lm-MenuBar-item", has_text="Kernel").click()
+    page.locator(".lm-Menu-item", has_text="Restart Kernel…").first.click()
+    page.locator(".jp-Dialog").get_by_role("button", name="Confirm Kernel Restart").click()
+    expect(page.locator("#jp-main-statusbar")).to_contain_text("| Idle", timeout=120_000)
 
 
 def run_in_place(page, cell):
@@ -104,25 +132,21 @@ def test_hints_step_by_step_survive_a_kernel_restart_and_validate_shows_rung_one
     code = shown.nth(1).locator("code")                        # markdown: backticks render as code
     expect(code.first).to_be_visible()
     assert "`" not in shown.nth(1).inner_text() and code.first.inner_text() in ladder[1]
-    button.click()
-    expect(shown).to_have_count(3, timeout=60_000)
-    assert [squashed(t) for t in shown.all_inner_texts()] == \
-        [squashed(tutor.rung_text(ladder, i).replace("`", "")) for i in (1, 2, 3)]   # code spans: no backticks
-    expect(button).to_be_disabled()     # three rungs: the last one shown
-    check.scroll_into_view_if_needed()
-    page.screenshot(path=screenshots / "browser_tutor_three_rungs.png")
+    expect(button).to_be_enabled()
 
-    # save: the notebook file's metadata holds the rungs used
+    # save: the notebook file's metadata holds the rungs used, in the widget state and in the
+    # extension's list
     path = tmp_path / "lesson" / "multihead.ipynb"
-    wait_saved(page, path, USED)
+    wait_saved(page, path, USED_TWO, USED_TWO)
 
-    # Kernel > Restart: no widget is left in the kernel; the set-up cell's import reads the rungs
-    # back from the file, and the next save keeps them (the ledger, not a hint box, holds them)
-    page.locator(".lm-MenuBar-item", has_text="Kernel").click()
-    page.locator(".lm-Menu-item", has_text="Restart Kernel…").first.click()
-    page.locator(".jp-Dialog").get_by_role("button", name="Confirm Kernel Restart").click()
+    # Kernel > Restart: no widget is left in the kernel, so a save before any cell runs writes an
+    # empty widget state; the extension's list still holds the rungs
+    restart_kernel(page)
+    models = wait_saved(page, path, [], USED_TWO)
+    assert not any("tinygpt_hints" in m.get("state", {}) or "tinygpt_hints_used" in m.get("state", {})
+                   for m in models.values())
+    # the set-up cell's import reads the rungs back from the file
     for attempt in range(3):               # until the cells run in the new kernel
-        expect(page.locator("#jp-main-statusbar")).to_contain_text("| Idle", timeout=120_000)
         run_in_place(page, first_code)
         run_in_place(page, hint_cell)      # after the set-up: `checks` is there again, nothing failed yet
         try:
@@ -131,17 +155,25 @@ def test_hints_step_by_step_survive_a_kernel_restart_and_validate_shows_rung_one
         except AssertionError:
             if attempt == 2:
                 raise
-    models = wait_saved(page, path, USED)
-    assert not any("tinygpt_hints" in m.get("state", {}) for m in models.values())   # no box: the ledger
 
-    # Run All again: the check fails again and its box continues from the rungs used
+    # Run All again: the check fails again and its box continues from the rungs used (not rung 1);
+    # the button gives rung 3, the last
     browser.run_all(page, first_code)
     expect(out).to_contain_text("Check failed:", timeout=180_000)
+    expect(shown).to_have_count(2, timeout=60_000)
+    button = out.get_by_role("button", name="hint")
+    expect(button).to_be_enabled()
+    button.click()
     expect(shown).to_have_count(3, timeout=60_000)
-    expect(out.get_by_role("button", name="hint")).to_be_disabled()
+    assert [squashed(t) for t in shown.all_inner_texts()] == \
+        [squashed(tutor.rung_text(ladder, i).replace("`", "")) for i in (1, 2, 3)]   # code spans: no backticks
+    expect(button).to_be_disabled()     # three rungs: the last one shown
+    check.scroll_into_view_if_needed()
+    page.screenshot(path=screenshots / "browser_tutor_three_rungs.png")
     run_in_place(page, hint_cell)
     expect(hint_out).to_contain_text("That was the last hint", timeout=60_000)
-    wait_saved(page, path, USED)
+    models = wait_saved(page, path, USED, USED)
+    assert any("tinygpt_hints_used" in m.get("state", {}) for m in models.values())   # the ledger too
 
     # Validate (headless: no one to press a button) shows rung 1 and how to get the next
     nb.locator(".validate-button").click()
@@ -151,3 +183,19 @@ def test_hints_step_by_step_survive_a_kernel_restart_and_validate_shows_rung_one
     page.screenshot(path=screenshots / "browser_tutor_validate.png")
     assert squashed(tutor.rung_text(ladder, 1)) in said and f"checks.hint('{CHECK}')" in said, said
     dialog.get_by_role("button", name="Ok").click()
+
+    # the defence switched off: the plugin disabled (the lab reads page_config.json at each page
+    # load), the notebook as JupyterLab saves it without the plugin (the rungs in its widget state
+    # only): after Kernel > Restart the same save loses the rungs
+    (tmp_path / "lab-app-settings" / "page_config.json").write_text(json.dumps({"disabledExtensions": [PLUGIN]}))
+    notebook = json.loads(path.read_text())
+    del notebook["metadata"][hints.KEPT]
+    path.write_text(json.dumps(notebook))
+    page.on("dialog", lambda d: d.accept())   # leave the page even if JupyterLab asks
+    page.goto(lab, timeout=120_000)
+    expect(page.locator("#jp-main-statusbar")).to_contain_text(re.compile(r"\(ipykernel\) \| Idle"),
+                                                               timeout=120_000)
+    expect(nb.locator(".jp-CodeCell").filter(has_text=f"checks.check('{CHECK}', globals())")).to_have_count(1)
+    assert (saved_hints(path), saved_kept(path)) == (USED, None)
+    restart_kernel(page)
+    wait_saved(page, path, [], None)

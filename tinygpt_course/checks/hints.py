@@ -145,6 +145,7 @@ def ladders(lesson):
 NAME = re.compile(r"[a-z][a-z0-9_]{0,59}")
 MAX_ENTRIES = 100
 STATE = "application/vnd.jupyter.widget-state+json"   # the key of metadata.widgets JupyterLab saves
+KEPT = "tinygpt_hints_used"   # the notebook metadata key the course's JupyterLab extension keeps them in
 
 
 def checked(h):
@@ -194,3 +195,14 @@ def widget_entries(widgets):
         if isinstance(ledger, list):
             found += ledger[:MAX_ENTRIES]
     return found
+
+
+def metadata_entries(metadata):
+    """The tutor's entries a notebook's metadata carries, checked and merged: those the course's
+    JupyterLab extension keeps on save (``metadata.tinygpt_hints_used``, hub/labextension/hints.js,
+    which checks them the same way) and those of the widget state (widget_entries). What the tutor
+    reads back in a restarted kernel and grading lifts out (grading/hints_used.py)."""
+    if not isinstance(metadata, dict):
+        return []
+    kept = metadata.get(KEPT)
+    return merged((kept[:MAX_ENTRIES] if isinstance(kept, list) else []) + widget_entries(metadata.get("widgets")))

@@ -15,11 +15,16 @@ The rungs a learner used are kept in widget state, which JupyterLab writes into 
 metadata (``metadata.widgets``) on save, as jupyterlab-manager's ``saveState`` does with the
 course's JupyterLab settings (hub/roles.py LAB_OVERRIDES, course.sh): each hint box's
 ``tinygpt_hints`` and the tutor's ledger's ``tinygpt_hints_used``, every entry used in this
-kernel and those the saved notebook carried when the tutor was imported (the set-up cell). A
-restarted kernel starts with no widgets: it reads the entries back from the notebook file the
-server started it for (``JPY_SESSION_NAME``), as untrusted data (hints.checked), and the ledger
-keeps them in the next save; a check failing again continues its ladder from there. Grading
-never reads them for a score: only the teacher's report counts them (grading/hints_used.py).
+kernel and those the saved notebook carried when the tutor was imported (the set-up cell). Widget
+state alone would lose them: after Kernel > Restart it is empty, and a save before any cell runs
+writes it so. So the course's JupyterLab extension (hub/labextension, plugin keep-hints) keeps
+them in the notebook's metadata too: whenever a save writes ``metadata.widgets``, it merges the
+tutor's entries of the old and the new widget state into ``metadata.tinygpt_hints_used``
+(hints.KEPT), never dropping one. A restarted kernel starts with no widgets: it reads both back
+from the notebook file the server started it for (``JPY_SESSION_NAME``), as untrusted data
+(hints.metadata_entries: checked, merged), and the ledger keeps them in the next save; a check
+failing again continues its ladder from there. Grading never reads them for a score: only the
+teacher's report counts them (grading/hints_used.py).
 """
 import json
 import os
@@ -156,9 +161,10 @@ def used_entries():
 
 
 def saved_entries(path):
-    """The tutor's entries a saved notebook file carries in its widget state, checked (it is
-    learner-made data: names that are not snake_case ids, rungs out of 1-3 are left out); [] for
-    a file that is missing, too big or not a notebook."""
+    """The tutor's entries a saved notebook file carries in its metadata (those JupyterLab's
+    extension keeps and those of the widget state), checked (it is learner-made data: names that
+    are not snake_case ids, rungs out of 1-3 are left out); [] for a file that is missing, too big
+    or not a notebook."""
     try:
         if not str(path).endswith(".ipynb") or os.path.getsize(path) > MAX_NOTEBOOK_BYTES:
             return []
@@ -166,7 +172,7 @@ def saved_entries(path):
             metadata = json.load(f).get("metadata")
     except (OSError, ValueError, AttributeError, RecursionError):
         return []
-    return hints.merged(hints.widget_entries(metadata.get("widgets") if isinstance(metadata, dict) else None))
+    return hints.metadata_entries(metadata)
 
 
 _restored = []
