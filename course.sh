@@ -251,10 +251,23 @@ case "${1:-lab}" in
           echo "== again on torch's $(python -c 'import torch; print(torch.backends.cpu.get_cpu_capability())') CPU kernels: ${CPU_TESTS[*]}"
           exec python -m pytest --basetemp "$aten_tmp/t" "${CPU_TESTS[@]}" ) </dev/null >"$aten_log" 2>&1 &
         aten=$!
+        # the hub's users' venv (course.sh setup hub, minutes) made meanwhile for the second part
+        # (tests/conftest.py users_venv), unless one is given
+        users=""
+        if [ -z "${TINYGPT_HUB_TEST_VENV:-}" ] && [ "$(id -u)" = 0 ]; then
+            users=$(mktemp -d /var/tmp/tinygpt-venv-XXXXXX); chmod 755 "$users"
+            python -m tinygpt_course.testing.hub make-venv "$users" </dev/null >"$users/made.log" 2>&1 &
+            users_pid=$!
+        fi
         echo "== the suite, ${TINYGPT_TEST_WORKERS:-2} modules at a time (torch's plainest kernels beside it: $aten_log)"
         python -m pytest -n "${TINYGPT_TEST_WORKERS:-2}" --dist loadfile -m "not alone" || status=$?
         echo "== the tests that watch the whole machine or make Unix users, one at a time"
+        if [ -n "$users" ]; then
+            if wait $users_pid; then export TINYGPT_HUB_TEST_VENV="$users/venv"
+            else echo "== the users' venv failed (the tests make their own): $(tail -3 "$users/made.log")"; fi
+        fi
         python -m pytest -m alone || status=$?
+        [ -z "$users" ] || rm -rf "$users"
         wait $aten || aten_status=$?
         cat "$aten_log"; rm -rf "$aten_log" "$aten_tmp"
         [ $aten_status -eq 0 ] || status=$aten_status

@@ -60,6 +60,10 @@ FAST = {"test_sandbox", "test_rerun", "test_repair", "test_gradebook_lock", "tes
 # marked `alone`. `course.sh test` runs the rest two modules at a time (pytest-xdist, --dist
 # loadfile: a module's fixtures stay in one process), then these one after another, with nothing
 # else running that a look at the machine could mistake for theirs.
+# The slow modules that take longest, in minutes (the slowest-tests report of a CI run, 2 cores).
+LONGEST = {"test_validate": 6, "test_catalogue": 5, "test_judge_budget": 4, "test_catalogue_gpt": 3,
+           "test_browser": 3, "test_after_answer": 2, "test_class_report": 2, "test_shards": 2,
+           "test_export": 1, "test_lesson_gpt": 1}
 ALONE = {"test_hub", "test_roster", "test_kernelfork", "test_grade_job", "test_class_sandbox",
          "test_exchange_data"}
 
@@ -71,4 +75,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
         if name in ALONE:
             item.add_marker(pytest.mark.alone)
-    items.sort(key=lambda item: item.get_closest_marker("slow") is not None)   # stable: fast first
+    # stable: fast first, then the slow modules that take longest (minutes: a notebook run per
+    # catalogue answer, a graded class), so that running two at a time does not end with one of
+    # them alone; the rest in their own order
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is not None,
+                                 -LONGEST.get(item.module.__name__.rsplit(".", 1)[-1], 0)))

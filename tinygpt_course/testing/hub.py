@@ -396,3 +396,14 @@ class Hub:
                 self.proxy.kill()
                 self.proxy.wait(timeout=10)
         self._logf.close()
+
+
+if __name__ == "__main__":
+    # python -m tinygpt_course.testing.hub make-venv DIR: the users' venv in DIR/venv, as the
+    # users_venv fixture makes it; course.sh test makes it so while the suite's first part runs
+    # and hands it to the second (TINYGPT_HUB_TEST_VENV), whose tests would otherwise wait for it.
+    import sys
+    if len(sys.argv) != 3 or sys.argv[1] != "make-venv":
+        sys.exit("usage: python -m tinygpt_course.testing.hub make-venv DIR")
+    folder = Path(sys.argv[2])
+    print(make_course_venv(folder, folder / "venv.log"))
