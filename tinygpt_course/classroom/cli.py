@@ -113,16 +113,20 @@ def memory_budget(arg):
     return available_mib(), "available now"
 
 
-def main(argv=None):
-    # every temporary file of the run (multiprocessing's, nbgrader's, the kernels') in one folder
-    # that goes when the run ends, however it ends
-    logs_base = tempfile.gettempdir()          # failed submissions' logs are kept there
-    run_tmp = tempfile.mkdtemp(prefix="tinygpt-grade-class-run-")
+def in_own_tmp(prefix, run, *args):
+    """run(*args) with every temporary file it makes (multiprocessing's, nbgrader's, the
+    kernels') in one folder that goes when it ends, however it ends."""
+    run_tmp = tempfile.mkdtemp(prefix=prefix)
     tempfile.tempdir = os.environ["TMPDIR"] = run_tmp
     try:
-        return _main(argv, logs_base)
+        return run(*args)
     finally:
         shutil.rmtree(run_tmp, ignore_errors=True)
+
+
+def main(argv=None):
+    logs_base = tempfile.gettempdir()          # failed submissions' logs are kept there
+    return in_own_tmp("tinygpt-grade-class-run-", _main, argv, logs_base)
 
 
 def _main(argv, logs_base):

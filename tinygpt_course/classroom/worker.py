@@ -60,21 +60,34 @@ def grade(assignment, student, log_path):
     return code
 
 
-def serve(conn, index=0):
-    """A worker's loop (in a forked process): grade what the parent sends until it hangs up.
+def grade_job(job):
+    """tinygpt-grade-class's job: (assignment, student, log path) -> (student, nbgrader's exit status)."""
+    assignment, student, log_path = job
+    return student, grade(assignment, student, log_path)
+
+
+def serve(conn, index=0, handle=grade_job, name="tgc-worker", warm=None):
+    """A worker's loop (in a forked process): `handle` each job the parent sends and send back
+    what it returns, until the parent hangs up. tinygpt-grade-class's workers grade submissions
+    (grade_job); the grading service's (service/runner.py) a submission's whole round.
 
     A worker grades many submissions, as one `nbgrader autograde` process does, so what
-    nbgrader and the grading steps set up once per process is set up once per worker.
+    nbgrader and the grading steps set up once per process is set up once per worker (and
+    `warm()`, if given, before the first job: the service's re-run zygotes).
     `index` is the worker's slot (0..jobs-1): its learner code runs as a uid of that slot's own
     outside (c.Sandbox.worker reads it from $TINYGPT_GRADING_WORKER), so where no pids cgroup
     caps a sandbox, RLIMIT_NPROC counts this worker's sandboxes apart from the others'.
     """
     import ctypes
+    import signal
     from tinygpt_course.grading.sandbox import WORKER_ENV
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)       # a parent's own handler is not the worker's
     os.environ[WORKER_ENV] = str(index)
     # its name in ps and /proc/<pid>/comm (the environment there is the one the parent was started with)
-    ctypes.CDLL(None).prctl(15, f"tgc-worker-{index}".encode()[:15], 0, 0, 0)      # PR_SET_NAME
+    ctypes.CDLL(None).prctl(15, f"{name}-{index}".encode()[:15], 0, 0, 0)      # PR_SET_NAME
     install_gradebook_lock()
+    if warm is not None:
+        warm()
     while True:
         try:
             job = conn.recv()
@@ -82,13 +95,12 @@ def serve(conn, index=0):
             break
         if job is None:
             break
-        assignment, student, log_path = job
         try:
-            code = grade(assignment, student, log_path)
+            reply = handle(job)
         except KeyboardInterrupt:
             break
         try:
-            conn.send((student, code))
+            conn.send(reply)
         except (OSError, KeyboardInterrupt):
             break
     # os._exit skips atexit: remove this worker's sandbox cgroups first (a class run leaves none)

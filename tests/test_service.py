@@ -1,0 +1,227 @@
+"""tinygpt-grading-service (tinygpt_course/service): each submission graded as it arrives.
+
+One course and a real nbgrader exchange in a temporary folder; each learner has a folder of
+their own (their nbgrader config, their exchange cache) and hands in with the real `nbgrader
+fetch_assignment` and `nbgrader submit --student` (no Unix users: the grader's own files, which
+the checked collect takes as the grader's). Then, on that one course:
+
+1. ann (the solution) and bob (a plain list: partial credit; a notes.html of his beside it)
+   submit; `run --once` grades both while, at the same time, a copy of the course collects and
+   grades the same submissions with `tinygpt-grade-class` (the batch): the same scores per cell,
+   the same autograded notebooks; each learner fetches, with the real `nbgrader
+   fetch_feedback`, their own page and no other (zed's stale page in feedback/ stays
+   unreleased: the release is of the graded learner alone; bob's notes.html is not released);
+2. cat, dan and eve submit (eve's inbound folder then holds a symlink: not data); the service
+   (one worker) is SIGKILLed while it grades cat, then started again: every submission waiting
+   is graded exactly once, cat's again from the start, and eve's is flagged; `status` says so,
+   with eve's reason.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tinygpt_course.service.queue import Queue, State
+from tinygpt_course.service.runner import QUEUE_FILE
+from tinygpt_course.testing import catalogue
+from tinygpt_course.testing.course import (autograded_notebooks, differences, env, gradebook_scores, make_course,
+                                           nbgrader, scores)
+from tinygpt_course.testing.notebooks import points, solution, with_answer
+
+ANSWERS = {"ann": solution("multihead"), "bob": catalogue.answer("multihead", "06_plain_list"),
+           "cat": catalogue.answer("multihead", "02_right_loop_append"),
+           "dan": catalogue.answer("multihead", "07_wrong_dim"), "eve": solution("multihead")}
+FULL = sum(points("multihead").values())
+
+
+def _service(course, *args, **popen):
+    cmd = [sys.executable, "-m", "tinygpt_course.service.cli", *args, "--course-dir", str(course)]
+    return subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+
+
+def _finish(proc, timeout=600):
+    out, _ = proc.communicate(timeout=timeout)
+    return proc.returncode, out
+
+
+def _submit(base, exchange, student):
+    """`nbgrader fetch_assignment` and `nbgrader submit` in the learner's own folder; the
+    inbound folder's name (submit's log names it)."""
+    home = base / "learners" / student
+    home.mkdir(parents=True)
+    (home / "nbgrader_config.py").write_text(
+        f"c = get_config()\nc.Exchange.root = {str(exchange)!r}\nc.CourseDirectory.course_id = 'tinygpt'\n"
+        f"c.Exchange.cache = {str(home / 'cache')!r}\n")
+    nbgrader(home, "fetch_assignment", "multihead", "--student", student)
+    nb = home / "multihead" / "multihead.ipynb"
+    answer = ANSWERS[student]
+    nbformat.write(with_answer(nb, getattr(answer, "code", answer)), nb)
+    if student == "bob":            # a page of his own beside the notebook: his, never released
+        (nb.parent / "notes.html").write_text("<p>bob's notes</p>")
+    done = nbgrader(home, "submit", "multihead", "--student", student)
+    return Path(re.search(r"Destination: (.+)", done.stderr)[1].strip()).name
+
+
+def _expected(student):
+    answer = ANSWERS[student]
+    return answer.expect if isinstance(answer, catalogue.Answer) else points("multihead")
+
+
+def _entries(course):
+    with Queue(str(course / QUEUE_FILE)) as queue:
+        return {e.student: e for e in queue.entries()}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """ann and bob submitted, graded by `run --once`; the same submissions by the batch."""
+    base = tmp_path_factory.mktemp("service")
+    exchange = base / "exchange"
+    course = make_course(base / "course", extra_config=(
+        f"c.Exchange.root = {str(exchange)!r}\nc.GradingService.assignments = ['multihead']\n"
+        "c.RobustExecute.timeout = 30\n"))
+    nbgrader(course, "release_assignment", "multihead")
+    batch = base / "batch"
+    shutil.copytree(course, batch)
+    # a page in feedback/ of a learner nobody grades now: the release of one learner leaves it
+    stale = course / "feedback" / "zed" / "multihead"
+    stale.mkdir(parents=True)
+    (stale / "multihead.html").write_text("<p>zed's old feedback</p>")
+    (stale / "submission_secret.txt").write_text("zedsecret")
+    (stale / "timestamp.txt").write_text("2026-01-01 00:00:00.000000 UTC")
+    keys = {s: _submit(base, exchange, s) for s in ("ann", "bob")}
+    service = _service(course, "run", "--once")
+    nbgrader(batch, "collect", "multihead")
+    grade_class = subprocess.run([sys.executable, "-m", "tinygpt_course.classroom", "multihead", "--no-progress",
+                                  "--course-dir", str(batch)], env=env(), capture_output=True, text=True, timeout=600)
+    code, out = _finish(service)
+    assert code == 0, out[-4000:]
+    assert grade_class.returncode == 0, grade_class.stderr[-4000:]
+    return {"base": base, "exchange": exchange, "course": course, "batch": batch, "keys": keys, "out": out}
+
+
+def test_each_learner_is_graded_and_fetches_their_own_feedback(graded):
+    course, exchange = graded["course"], graded["exchange"]
+    entries = _entries(course)
+    assert sorted(entries) == ["ann", "bob"], graded["out"][-3000:]
+    for student, entry in entries.items():
+        assert (entry.state, entry.attempts, entry.key) == (State.GRADED, 1, graded["keys"][student]), entry
+        got = scores(course, "multihead", student)
+        assert {k: score for k, (score, _) in entry.result["scores"].items()} == got, entry.result
+        assert sum(most for _, most in entry.result["scores"].values()) == FULL, entry.result
+        assert entry.result["feedback"] is True and entry.result["total"] == [sum(got.values()), FULL]
+        assert {k: got[k] for k in _expected(student)} == _expected(student)
+    pages = {s: (course / "feedback" / s / "multihead" / "multihead.html").read_bytes() for s in entries}
+    assert pages["ann"] != pages["bob"]
+    assert (course / "feedback" / "bob" / "multihead" / "notes.html").exists()
+    released = sorted(p.read_bytes() for p in (exchange / "tinygpt" / "feedback").iterdir())
+    assert released == sorted(pages.values()), "the exchange holds other pages than ann's and bob's " \
+                                               "(bob's notes.html, zed's page?)"
+    for student in entries:
+        home = graded["base"] / "learners" / student
+        nbgrader(home, "fetch_feedback", "multihead", "--student", student)
+        fetched = [p.read_bytes() for p in (home / "multihead" / "feedback").glob("*/*.html")]
+        assert fetched == [pages[student]], f"{student} fetched {len(fetched)} pages, not their own one"
+
+
+def test_scores_and_notebooks_equal_the_batch(graded):
+    service, batch = gradebook_scores(graded["course"]), gradebook_scores(graded["batch"])
+    assert {k[0] for k in service} == {"ann", "bob"}, graded["out"][-3000:]
+    assert service == batch, "per-cell scores differ from tinygpt-grade-class on the same submissions"
+    nb_service, nb_batch = autograded_notebooks(graded["course"]), autograded_notebooks(graded["batch"])
+    assert nb_service == nb_batch, "\n".join(differences(nb_batch, nb_service))
+
+
+def _children(pid):
+    """The processes whose parent is `pid`."""
+    found = []
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1] == str(pid):
+                found.append(int(p))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def _running(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def restarted(graded):
+    """cat, dan, eve submitted; the service SIGKILLed while grading cat; then `run --once`."""
+    base, course, exchange = graded["base"], graded["course"], graded["exchange"]
+    keys = {s: _submit(base, exchange, s) for s in ("cat", "dan", "eve")}
+    (exchange / "tinygpt" / "inbound" / keys["eve"] / "notes.html").symlink_to(course / "gradebook.db")
+    first = _service(course, "run", "--jobs", "1", start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        collected = course / "submitted" / "cat" / "multihead"
+        while not ((cat := _entries(course).get("cat")) and cat.state is State.GRADING and collected.exists()):
+            if first.poll() is not None or time.monotonic() > deadline:      # cut short: what it said
+                os.killpg(first.pid, signal.SIGKILL)
+                pytest.fail(f"cat was not being graded:\n{_finish(first)[1][-3000:]}")
+            time.sleep(0.05)
+        workers = _children(first.pid)
+        os.kill(first.pid, signal.SIGKILL)
+        killed = _finish(first)[1]
+        while_killed = _entries(course)
+        deadline = time.monotonic() + 60
+        while [p for p in workers if _running(p)] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # what the killed service's processes did after it: nothing (they went with it)
+        after_kill = {"running": [p for p in workers if _running(p)],
+                      "autograded": (course / "autograded" / "cat" / "multihead" / "multihead.ipynb").exists()}
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    code, out = _finish(_service(course, "run", "--once"))
+    assert code == 0, out[-4000:]
+    status = subprocess.run([sys.executable, "-m", "tinygpt_course.service.cli", "status", "--course-dir", str(course)],
+                            env=env(), capture_output=True, text=True, timeout=120)
+    return {**graded, "keys": keys, "killed": killed, "while_killed": while_killed, "out": out,
+            "after_kill": after_kill, "status": status}
+
+
+def test_a_killed_service_grades_every_waiting_submission_exactly_once(restarted):
+    course, before = restarted["course"], restarted["while_killed"]
+    assert before["cat"].state is State.GRADING and before["dan"].state is State.QUEUED, before
+    assert "graded cat/" not in restarted["killed"], "cat was graded before the kill: nothing was cut short"
+    assert restarted["after_kill"] == {"running": [], "autograded": False}, \
+        "a worker of the killed service graded on: the next service would grade cat beside it"
+    entries = _entries(course)
+    assert "back in the queue: cat/multihead" in restarted["out"], restarted["out"][-3000:]
+    # cat: claimed once by the killed service, once after; dan: once; ann and bob: not again
+    assert {s: (e.state, e.attempts) for s, e in entries.items()} == {
+        "ann": (State.GRADED, 1), "bob": (State.GRADED, 1), "cat": (State.GRADED, 2), "dan": (State.GRADED, 1),
+        "eve": (State.FLAGGED, 2)}, restarted["out"][-3000:]
+    assert [re.findall(rf"graded {s}/multihead", restarted["out"]) for s in ("cat", "dan")] == \
+        [["graded cat/multihead"], ["graded dan/multihead"]], restarted["out"][-3000:]
+    for student in ("cat", "dan"):
+        got = scores(course, "multihead", student)
+        assert {k: got[k] for k in _expected(student)} == _expected(student)
+        assert entries[student].result["total"] == [sum(got.values()), FULL]
+    assert not (course / "submitted" / "eve").exists(), "eve's submission, not data, was collected"
+    assert len(list((restarted["exchange"] / "tinygpt" / "feedback").iterdir())) == 4      # ann, bob, cat, dan
+
+
+def test_status_names_the_flagged_submission_and_why(restarted):
+    status = restarted["status"]
+    assert status.returncode == 0, status.stderr[-2000:]
+    out = status.stdout
+    assert "4 graded, 1 flagged" in out, out
+    flagged = out.split("FLAGGED", 1)[1]
+    line = next(ln for ln in flagged.splitlines() if "eve/multihead" in ln)
+    assert "not collected" in line and "notes.html is a symlink" in line, out
+    assert re.search(rf"cat/multihead +{FULL:g}/{FULL:g} +\(feedback released\)", out), out

@@ -1,0 +1,497 @@
+"""The grading service: each submission graded as it arrives, its feedback released to its learner.
+
+The service process reads the course as `nbgrader autograde` does (classroom.submissions), starts
+the kernel template and keeps `c.GradingService.jobs` grading workers forked from it alive
+(classroom.pool.WorkerPool): each starts its re-run zygote once and keeps it. Then, in a loop:
+
+1. **notice**: the names in the exchange's inbound folder (``<root>/<course>/inbound``), each
+   ``student+assignment+timestamp[+random]``, parsed as data (nothing there is opened or
+   followed here), those of the assignments the teacher turned on added to the queue
+   (service.queue: each once, a newer submission superseding the older one still waiting);
+2. **claim** the oldest due entry (the queue applies the per-learner rate limit) for an idle
+   worker; two submissions of one learner's assignment are never graded at once;
+3. in the worker (``grade_submission``), that learner alone: **collect** that one inbound
+   submission (``OneSubmission``, CheckedCollect: copied by handle, data only, refused if not
+   the student's); **autograde** it with tinygpt-grade-class's own step (classroom.worker.grade:
+   `nbgrader autograde <a> --student <s> --force` in-process, the course's config: the same
+   scores per cell as a batch run); **generate_feedback** and **release_feedback**
+   (CheckedReleaseFeedback) for that student alone; the scores read back from the gradebook;
+4. **done**: the queue records the scores (GRADED), or the failure (again once, then FLAGGED
+   with its reason). A worker still on one submission after `submission_timeout` is killed
+   and replaced: a harmful submission costs its own learner's slot, nobody else's.
+
+A service that stops while grading (killed, the machine restarted) leaves its entries GRADING:
+the next start gives them back to the queue (Queue.recover: their owner, ``host:pid:start
+time``, is gone). One service per course at a time (an flock next to the queue file).
+"""
+import fcntl
+import functools
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass
+
+from traitlets import Float, Integer, List, Unicode
+from traitlets.config import LoggingConfigurable
+
+from ..grading.exchange import CheckedCollect
+from .queue import BadName, Queue
+
+QUEUE_FILE = "grading_service.sqlite"       # in the course folder: the queue, the teacher's
+LOG_FOLDER = "grading_service_logs"         # in the course folder: the logs of failed gradings
+LOCK_WAIT = 30                              # seconds a start waits for the service before it to go
+
+
+class GradingService(LoggingConfigurable):
+    """The service's settings (``c.GradingService`` in nbgrader_config.py) and its loop."""
+
+    assignments = List(Unicode(), help=(
+        "The assignments the service grades as they are submitted, e.g. ['head', 'multihead']; "
+        "submissions of any other assignment are left for the teacher (tinygpt-grade-class). Empty: "
+        "the service grades nothing.")).tag(config=True)
+    received_only = List(Unicode(), help=(
+        "Exam assignments: graded as they arrive (the teacher sees the grades), but no feedback is "
+        "released, and the queue's result says received_only: the learner is shown only that the "
+        "submission was received. Graded whether or not they are also in `assignments`.")).tag(config=True)
+    jobs = Integer(0, help=(
+        "Submissions graded at once, each by a worker kept alive between submissions "
+        "(0: as tinygpt-grade-class chooses: the usable cores + 1, no more than "
+        "$TINYGPT_GRADE_MEMORY_MB holds at 650 MiB + 350 MiB per worker).")).tag(config=True)
+    submission_timeout = Float(600, help=(
+        "Seconds one submission may take (collect, autograde, feedback) before its worker is "
+        "killed and the submission counts as failed (0: no limit).")).tag(config=True)
+    poll_interval = Float(0.2, help=(
+        "Seconds between two looks at the exchange's inbound folder (a look reads its names "
+        "only).")).tag(config=True)
+    per_minute = Integer(1, help=(
+        "Gradings of one learner's submissions a minute, at most; more wait (HELD).")).tag(config=True)
+    per_day = Integer(20, help=(
+        "Gradings of one learner's submissions a day, at most; more wait (HELD).")).tag(config=True)
+    max_attempts = Integer(2, help=(
+        "Times a submission is tried before it is FLAGGED for the teacher (a crash, a time-out, a "
+        "submission that is not data).")).tag(config=True)
+
+    def __init__(self, course_dir, queue=None, **kwargs):
+        super().__init__(**kwargs)
+        self.course = os.path.abspath(course_dir)
+        self.queue = queue if queue is not None else self.open_queue()
+        self.owner = owner_id(os.getpid())
+        self.seen = set()            # inbound names looked at already
+        self.pool = None
+        self.waiting = []            # claimed entries whose learner's assignment is being graded
+
+    def open_queue(self):
+        """The course's queue (QUEUE_FILE in the course folder), with this service's limits."""
+        return Queue(os.path.join(self.course, QUEUE_FILE), per_minute=self.per_minute, per_day=self.per_day,
+                     max_attempts=self.max_attempts)
+
+    # --- the parent: notice, claim, hand out, record ---------------------------------------
+
+    def start(self, coursedir):
+        """Make ready to grade: read where the exchange is, prepare every assignment's checks
+        (the solution run once, here), start the kernel template and the workers."""
+        from nbgrader.exchange.default.exchange import Exchange
+
+        from ..classroom.cli import default_jobs, jobs_for_cores, memory_budget
+        from ..classroom.pool import WorkerPool
+        from ..classroom.submissions import prepare_checks
+        from ..grading.sandbox import Sandbox
+        config = coursedir.course_config
+        self.coursedir = coursedir
+        self.enabled = set(self.assignments) | set(self.received_only)
+        self.inbound = os.path.join(Exchange(config=config).root, coursedir.course_id, "inbound")
+        self.log_dir = os.path.join(self.course, LOG_FOLDER)
+        os.makedirs(self.log_dir, exist_ok=True)
+        jobs = self.jobs or jobs_for_cores(default_jobs(), memory_budget(None)[0])[0]
+        if jobs > 1:        # the workers' kernels share the cores (classroom/cli.py says why)
+            os.environ.setdefault("OMP_NUM_THREADS", str(max(1, default_jobs() // jobs)))
+        Sandbox(config=config).check_workers(jobs)      # SandboxUnavailable: refuse before grading
+        for assignment in sorted(self.enabled):
+            prepare_checks(coursedir, assignment)
+        _warm_feedback()
+        self.pool = WorkerPool(jobs, self.submission_timeout or None,
+                               serve=functools.partial(serve, lessons=tuple(sorted(self.enabled))))
+        self.log.info("grading %s as submitted (%s received only), %d at a time; inbound: %s",
+                      ", ".join(sorted(self.assignments)) or "nothing",
+                      ", ".join(sorted(self.received_only)) or "none", jobs, self.inbound)
+
+    def run(self, coursedir, once=False):
+        """Grade until stopped; with once, what is waiting now (due), then return."""
+        recovered = self.queue.recover(alive)
+        for entry in recovered:
+            self.log.warning("back in the queue: %s/%s (id %d): the service stopped while grading it",
+                             entry.student, entry.assignment, entry.id)
+        self.start(coursedir)
+        try:
+            while True:
+                self.scan()
+                self.hand_out()
+                if once and not self.pool.busy() and not self.waiting:
+                    return
+                for finished in self.pool.wait(self.poll_interval):
+                    self.finish(finished)
+        finally:
+            self.pool.close()
+
+    def scan(self):
+        """Queue the inbound submissions not seen yet (of the assignments turned on), oldest
+        first: a learner's newer submission supersedes an older one still waiting."""
+        try:
+            names = os.listdir(self.inbound)           # names only: nothing is opened or followed
+        except FileNotFoundError:
+            return
+        found = []
+        for name in names:
+            if name in self.seen:
+                continue
+            self.seen.add(name)
+            sub = parse_inbound(name)
+            if sub is None:
+                self.log.warning("not a submission's name, left alone: %s", _shown(name))
+            elif sub.assignment in self.enabled:
+                found.append(sub)
+        for sub in sorted(found, key=lambda s: s.time):
+            try:
+                self.queue.add(sub.student, sub.assignment, sub.key, sub.stamp)
+            except BadName as exc:                     # not nbgrader ids: the queue refuses them
+                self.log.warning("not queued: %s (%s)", _shown(sub.key), exc)
+
+    def hand_out(self):
+        """Claim entries for the idle workers; one whose learner's assignment is being graded
+        waits (claimed, ours) until that grading ends."""
+        grading = {(w.job[0].student, w.job[0].assignment) for w in self.pool.busy()}
+        for entry in list(self.waiting):
+            if self.pool.idle() and (entry.student, entry.assignment) not in grading:
+                self.waiting.remove(entry)
+                self.give(entry)
+                grading.add((entry.student, entry.assignment))
+        while self.pool.idle():
+            entry = self.queue.claim(self.owner)
+            if entry is None:
+                return
+            if entry.assignment not in self.enabled:
+                self.queue.failed(entry.id, f"the grading service does not grade {entry.assignment} "
+                                            "(c.GradingService.assignments)", owner=self.owner)
+            elif (entry.student, entry.assignment) in grading:
+                self.waiting.append(entry)
+            else:
+                self.give(entry)
+                grading.add((entry.student, entry.assignment))
+
+    def give(self, entry):
+        job = Job(entry.id, entry.student, entry.assignment, entry.key, entry.submitted,
+                  feedback=entry.assignment not in self.received_only,
+                  db_url=self.coursedir.db_url, course_id=self.coursedir.course_id,
+                  log=os.path.join(self.log_dir, f"{entry.id}.{entry.attempts}"))
+        self.pool.give(self.pool.idle()[0], (entry, job, time.monotonic()), job)
+
+    def finish(self, finished):
+        from ..classroom.pool import TIMED_OUT
+        entry, job, t0 = finished.job
+        took = time.monotonic() - t0
+        out = finished.reply
+        if out is None:
+            reason = (f"still grading after {self.submission_timeout:g} s: stopped "
+                      "(c.GradingService.submission_timeout)" if finished.exitcode == TIMED_OUT
+                      else f"the grading worker died (exit {finished.exitcode})")
+            out = Outcome("failed", reason=reason)
+        if out.kind == "graded":
+            self.queue.done(entry.id, out.result, owner=self.owner)
+            for path in job.logs():
+                _remove(path)
+            score, most = out.result["total"]
+            self.log.info("graded %s/%s (id %d): %g/%g%s in %.1f s", entry.student, entry.assignment, entry.id,
+                          score, most, ", feedback released" if out.result["feedback"] else ", received only", took)
+        else:
+            self.queue.failed(entry.id, out.reason, owner=self.owner)
+            self.log.error("not graded %s/%s (id %d, attempt %d): %s; logs: %s.*", entry.student, entry.assignment,
+                           entry.id, entry.attempts, out.reason, job.log)
+
+
+# --- names, owners ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """An inbound submission as its folder's name says: nbgrader submit names it
+    ``student+assignment+timestamp`` (``+random`` after, with add_random_string)."""
+    key: str
+    student: str
+    assignment: str
+    stamp: str
+    time: object             # the timestamp, parsed (a datetime)
+
+
+def parse_inbound(name):
+    """The Inbound a folder's name says, or None if it is not a submission's name. Data only:
+    whether the student and assignment are ids nbgrader accepts is the queue's to check."""
+    from nbgrader.utils import parse_utc
+    parts = name.split("+")
+    if len(parts) not in (3, 4) or not all(parts[:3]):
+        return None
+    try:
+        when = parse_utc(parts[2])
+    except (ValueError, OverflowError):
+        return None
+    return Inbound(name, parts[0], parts[1], parts[2], when)
+
+
+def _start_time(pid):
+    """When process `pid` started (clock ticks since boot, /proc/<pid>/stat), or None if there
+    is none: with the pid, it names one process for good (pids are reused)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_id(pid):
+    """The queue's owner of what this process grades: ``host:pid:start time``."""
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
+
+
+def alive(owner):
+    """Whether the process an owner id names still runs. Another host's cannot be seen from
+    here: a course has one service (the lock), so that one is taken as gone."""
+    try:
+        host, pid, start = owner.rsplit(":", 2)
+        return host == socket.gethostname() and _start_time(int(pid)) == start
+    except (AttributeError, ValueError):
+        return False
+
+
+def lock(course, wait=LOCK_WAIT):
+    """Hold the course's service lock (an flock on a file beside the queue) for this process's
+    life; wait up to `wait` seconds for a service stopping to let go. The descriptor, or None
+    if another service holds it."""
+    fd = os.open(os.path.join(course, QUEUE_FILE + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.2)
+
+
+def _shown(text, cap=200):
+    from ..grading.submission_tree import shown
+    return shown(str(text), cap)
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+# --- a worker: one submission, start to end -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """One submission for a worker to grade."""
+    entry_id: int
+    student: str
+    assignment: str
+    key: str                 # its inbound folder's name
+    submitted: str           # its timestamp, as the name says it
+    feedback: bool           # generate and release the feedback (not for received_only)
+    db_url: str
+    course_id: str
+    log: str                 # the logs' path, without ending
+
+    def logs(self):
+        """Its steps' logs: collect; autograde (classroom.worker.grade's); feedback and release."""
+        return [self.log + ".collect.log", self.log + ".autograde.log", self.log + ".feedback.log"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a submission's grading went: kind "graded" (result: the queue's), "refused" (the
+    submission is not data, or not the student's) or "failed"; reason: what the teacher reads."""
+    kind: str
+    result: dict = None
+    reason: str = None
+
+
+class OneSubmission(CheckedCollect):
+    """CheckedCollect of the one inbound submission named `key`: the service grades what it
+    queued, never another submission of that learner in its place (CheckedCollect alone falls
+    back to the one before a refused one)."""
+
+    def __init__(self, key, **kwargs):
+        super().__init__(**kwargs)
+        self.key = key
+
+    def _preferred(self, records):
+        return [r for r in records if r["filename"] == self.key]
+
+
+def _warm_feedback():
+    """Import what generate_feedback uses, here, once: the forked workers inherit it."""
+    import nbconvert  # noqa: F401
+    from nbgrader.converters import GenerateFeedback  # noqa: F401
+
+
+def _warm_zygotes(assignments):
+    """Start this worker's re-run zygote for each lesson now, not in the first learner's wait."""
+    from ..grading.rerun import _server
+    from ..checks.protocol import load_lesson
+    for assignment in assignments:
+        try:
+            load_lesson(assignment)
+            _server([assignment], True)
+        except Exception:           # no lesson of that name, or no zygote: it starts when needed
+            pass
+
+
+def serve(conn, index, lessons=()):
+    """A service worker (forked by WorkerPool): tinygpt-grade-class's worker loop
+    (classroom.worker.serve: its slot's sandbox uid, the gradebook lock), each Job graded by
+    grade_submission and answered with its Outcome, its re-run zygote for each of `lessons`
+    started before the first."""
+    from ..classroom.worker import serve as worker_loop
+    worker_loop(conn, index, handle=grade_submission, name="tgs-worker", warm=lambda: _warm_zygotes(lessons))
+
+
+class _App:
+    """nbgrader's app for `nbgrader <argv>`, as the command line makes it (the course's
+    nbgrader_config.py read), in this process; cleared on leaving."""
+
+    def __init__(self, *argv):
+        self.argv = list(argv)
+
+    def __enter__(self):
+        from nbgrader.apps.nbgraderapp import NbGraderApp
+        NbGraderApp.clear_instance()
+        self.top = NbGraderApp.instance()
+        try:
+            self.top.initialize(self.argv)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self.top.subapp
+
+    def __exit__(self, *exc):
+        from nbgrader.apps.nbgraderapp import NbGraderApp
+        if getattr(self.top, "subapp", None) is not None:      # a fresh one for the next command
+            type(self.top.subapp).clear_instance()
+        NbGraderApp.clear_instance()
+        return False
+
+
+def _run(*argv):
+    """`nbgrader <argv>` in this process: its exit status."""
+    from jupyter_core.application import NoStart
+    try:
+        with _App(*argv) as app:
+            app.start()
+    except NoStart:
+        return 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
+
+
+def collect(job):
+    """Collect the job's one inbound submission into submitted/<student>/<assignment>: None, or
+    why not (an Outcome)."""
+    from nbgrader.auth import Authenticator
+    from nbgrader.exchange import ExchangeError
+    from nbgrader.utils import parse_utc
+    with _App("collect", job.assignment, "--student", job.student, "--update") as app:
+        app.coursedir.assignment_id = job.assignment         # what the app's start() would set
+        step = OneSubmission(job.key, coursedir=app.coursedir, authenticator=Authenticator(parent=app), parent=app)
+        try:
+            step.start()
+        except ExchangeError as exc:
+            return Outcome("failed", reason=f"nbgrader collect failed: {_shown(exc)}")
+        refused = dict(step.refused).get(job.key)
+        if refused is not None:
+            return Outcome("refused", reason=f"not collected: {refused}")
+        folder = app.coursedir.format_path(app.coursedir.submitted_directory, job.student, job.assignment)
+        there = app.coursedir.get_existing_timestamp(folder) if os.path.isdir(folder) else None
+    if not any(r["filename"] == job.key for r in step.src_records) and there is None:
+        return Outcome("failed", reason="the submission is no longer in the exchange's inbound folder")
+    if there != parse_utc(job.submitted):
+        return Outcome("failed", reason=f"submitted/{job.student}/{job.assignment} holds another submission "
+                                        f"({there}), not this one")
+    return None
+
+
+def gradebook_result(job):
+    """(the queue's result, the submission's notebook names) from the gradebook. The result:
+    {"scores": {grade id: [score, max]}, "total": [score, max]}, a notebook's name before each
+    grade id when the assignment has several."""
+    from nbgrader.api import Gradebook
+    with Gradebook(job.db_url, job.course_id) as gb:
+        sub = gb.find_submission(job.assignment, job.student)
+        several = len(sub.notebooks) > 1
+        got = {(f"{nb.name}/{g.name}" if several else g.name): [g.score, g.max_score]
+               for nb in sub.notebooks for g in nb.grades}
+        return {"scores": got, "total": [sub.score, sub.max_score]}, [nb.name for nb in sub.notebooks]
+
+
+def release(job, notebooks):
+    """Release the job's student's feedback alone (CheckedReleaseFeedback); whether the page of
+    each of `notebooks` that has one is in the exchange now (and one at least)."""
+    from nbgrader.auth import Authenticator
+    from nbgrader.utils import notebook_hash
+
+    from ..grading.exchange import SECRET_BYTES, CheckedReleaseFeedback
+    with _App("release_feedback", job.assignment, "--student", job.student) as app:
+        app.coursedir.assignment_id = job.assignment
+        step = CheckedReleaseFeedback(coursedir=app.coursedir, authenticator=Authenticator(parent=app), parent=app)
+        step.start()
+        folder = app.coursedir.format_path(app.coursedir.feedback_directory, job.student, job.assignment)
+        with open(os.path.join(folder, "submission_secret.txt"), "rb") as f:
+            secret = f.read(SECRET_BYTES).decode()
+        pages = [name for name in notebooks if os.path.isfile(os.path.join(folder, f"{name}.html"))]
+        released = [os.path.join(step.dest_path, f"{notebook_hash(secret=secret, notebook_id=name)}.html")
+                    for name in pages]
+        return bool(pages) and all(os.path.isfile(path) for path in released)
+
+
+def grade_submission(job):
+    """Collect, autograde, feed back one submission (in a worker); its Outcome."""
+    from ..classroom.pool import _error_lines
+    from ..classroom.worker import _redirect_output, grade
+    collect_log, autograde_log, feedback_log = job.logs()
+    step = "collect"
+    _redirect_output(collect_log)
+    try:
+        problem = collect(job)
+        if problem is not None:
+            return problem
+        step = "autograde"
+        code = grade(job.assignment, job.student, autograde_log)
+        _redirect_output(feedback_log)
+        if code != 0:
+            said = _error_lines(autograde_log, limit=1)
+            return Outcome("failed", reason=f"nbgrader autograde failed (exit {code})"
+                                            f"{': ' + _shown(said[-1]) if said else ''}")
+        result, notebooks = gradebook_result(job)
+        if not job.feedback:        # an exam's: no feedback; the learner is to see "received" only
+            return Outcome("graded", {**result, "feedback": False, "received_only": True})
+        step = "generate_feedback"
+        code = _run("generate_feedback", job.assignment, "--student", job.student, "--force")
+        if code != 0:
+            return Outcome("failed", reason=f"nbgrader generate_feedback failed (exit {code})")
+        step = "release_feedback"
+        if not release(job, notebooks):
+            return Outcome("failed", reason="the feedback was not released (the log says why)")
+        return Outcome("graded", {**result, "feedback": True})
+    except Exception as exc:        # a step's own error: this submission fails, the worker goes on
+        import traceback
+        traceback.print_exc()
+        return Outcome("failed", reason=f"{step}: {type(exc).__name__}: {_shown(exc)}")
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
