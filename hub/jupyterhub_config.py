@@ -47,6 +47,12 @@ walks through the set-up:
     TINYGPT_GRADE_MEMORY_MB  memory a teacher's tinygpt-grade-class may plan for: its default --jobs
                            is what fits (tinygpt_course/classroom/cli.py), set in teachers' servers;
                            hub/README.md's sizing counts it [1536]
+    TINYGPT_GRADING_SERVICE  on: grading on submit (hub/README.md "Grading on submit"): the hub runs,
+                           as the first teacher, `tinygpt-grading-service run` on their course folder
+                           (service grading-runner) and its page (service grading, at /services/grading/:
+                           each learner's own results, which the course's lab extension shows after
+                           Submit; the queue for the teachers); off: neither [off]
+    TINYGPT_GRADING_PORT   the port the grading page listens on, on 127.0.0.1 [10102]
 
 Roles (hub/roles.py): each user's server gets JUPYTER_CONFIG_PATH=<state>/jupyter/<role>:<state>/jupyter/common.
 common: nbgrader's course id and exchange, JupyterLab's news pop-up off, terminals that keep the
@@ -300,14 +306,57 @@ c.Spawner.pre_spawn_hook = pre_spawn_hook
 # their /dev/shm files, as for Stop My Server. The saved notebooks stay; the learner starts again.
 # Run through hub/idle_culler.py, which makes it stop at the hub's first signal: a hub started with
 # SIGINT ignored (a script's `jupyterhub &`) would otherwise wait 30 s for it at every restart.
+SERVICES, SERVICE_ROLES = [], []
 if CULL_TIMEOUT > 0:
-    c.JupyterHub.services = [{
+    SERVICES.append({
         "name": "idle-culler",
         "command": [sys.executable, os.path.join(HERE, "idle_culler.py"), f"--timeout={CULL_TIMEOUT}",
                     f"--cull-every={CULL_EVERY}"],
-    }]
-    c.JupyterHub.load_roles = [{
+    })
+    SERVICE_ROLES.append({
         "name": "idle-culler",
         "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
         "services": ["idle-culler"],
+    })
+
+# --- grading on submit ---------------------------------------------------------------------------
+# Two services the hub starts, keeps running (it starts one again when it exits) and stops with
+# itself, both as the first teacher (the service's `user`: the hub drops to that uid, its groups and
+# home before the command runs; never root, never a student), on that teacher's course folder,
+# which holds the gradebook and the queue (grading_service.sqlite, the teacher's, 0600):
+# - grading-runner: `tinygpt-grading-service run` grades each submission of the assignments the
+#   course's nbgrader_config.py turns on (c.GradingService.assignments) and releases its feedback;
+# - grading: its page (tinygpt_course/service/web.py), read-only on the queue, behind the hub's
+#   OAuth at /services/grading/: api/mine gives each learner their own results (the course's lab
+#   extension polls it after Submit), the page itself the queue, to the teachers only.
+# A separate process each: the page never holds up a grading, and a crash of one leaves the other.
+GRADING = os.environ.get("TINYGPT_GRADING_SERVICE", "off")      # on | off
+GRADING_PORT = int(os.environ.get("TINYGPT_GRADING_PORT", "10102"))
+if GRADING not in ("on", "off"):
+    _refuse(f"TINYGPT_GRADING_SERVICE={GRADING!r}: use on or off")
+if GRADING == "on":
+    GRADER = TEACHERS[0]
+    GRADING_COURSE = os.path.join(os.path.expanduser(f"~{GRADER}"), COURSE_DIR)
+    GRADING_ENV = {"PATH": c.Spawner.environment["PATH"], "TINYGPT_GRADE_MEMORY_MB": GRADE_MEMORY_MB}
+    SERVICES += [{
+        "name": "grading-runner",
+        "user": GRADER,
+        "command": [os.path.join(VENV, "bin", "tinygpt-grading-service"), "run", "--course-dir", GRADING_COURSE],
+        "environment": GRADING_ENV,
+    }, {
+        "name": "grading",
+        "user": GRADER,
+        "url": f"http://127.0.0.1:{GRADING_PORT}",
+        "command": [os.path.join(VENV, "bin", "python"), "-m", "tinygpt_course.service.web",
+                    "--course-dir", GRADING_COURSE, "--teachers", ",".join(TEACHERS)],
+        "environment": GRADING_ENV,
+        # part of the course, not a third party's app: no "authorize access" page in between, so
+        # the lab extension's first request follows the OAuth redirects to its answer
+        "oauth_no_confirm": True,
     }]
+    # every user may reach that service (its page says who sees what), and no other service
+    SERVICE_ROLES.append({"name": "user", "scopes": ["self", "access:services!service=grading"]})
+
+if SERVICES:
+    c.JupyterHub.services = SERVICES
+    c.JupyterHub.load_roles = SERVICE_ROLES

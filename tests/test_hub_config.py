@@ -32,7 +32,8 @@ c = Config(); f = {config!r}; g = {{'get_config': lambda: c, '__file__': f, '__n
 exec(compile(open(f).read(), f, 'exec'), g)
 spawner = types.SimpleNamespace(user=types.SimpleNamespace(name=sys.argv[1]), environment={{}}, cmd=[])
 g['pre_spawn_hook'](spawner)
-print(json.dumps({{'services': c.JupyterHub.services if 'services' in c.JupyterHub else [], 'environment': spawner.environment,
+print(json.dumps({{'services': c.JupyterHub.services if 'services' in c.JupyterHub else [],
+                  'roles': c.JupyterHub.load_roles if 'load_roles' in c.JupyterHub else [], 'environment': spawner.environment,
                   'poll_interval': c.Spawner.poll_interval}}))
 """
 
@@ -194,3 +195,88 @@ def test_a_log_past_its_bound_is_moved_aside_and_the_server_writes_on(tmp_path):
 
 def test_the_hub_polls_often_enough_to_bound_the_logs(config):
     assert config["poll_interval"] <= 30
+
+
+# --- grading on submit (TINYGPT_GRADING_SERVICE): its two services, as the teacher
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_no_grading_service_unless_switched_on(config):
+    assert [s["name"] for s in config["services"]] == ["idle-culler"]
+    assert all(role["name"] != "user" for role in config["roles"])     # the hub's own user role
+
+
+def test_the_grading_services_run_as_the_teacher_and_learners_reach_the_page_only(tmp_path):
+    cfg = load_config(tmp_path, TINYGPT_GRADING_SERVICE="on", TINYGPT_TEACHERS="nobody,teacher2",
+                      TINYGPT_STUDENTS="alice", TINYGPT_GRADING_PORT="10177")
+    services = {s["name"]: s for s in cfg["services"]}
+    assert set(services) == {"idle-culler", "grading-runner", "grading"}
+    runner, page = services["grading-runner"], services["grading"]
+    course = os.path.join(os.path.expanduser("~nobody"), "tinygpt")
+    assert runner["user"] == page["user"] == "nobody"                   # the first teacher: never root, never a student
+    assert runner["command"][1:] == ["run", "--course-dir", course]
+    assert runner["command"][0].endswith("/bin/tinygpt-grading-service")
+    assert page["command"][-4:] == ["--course-dir", course, "--teachers", "nobody,teacher2"]
+    assert page["url"] == "http://127.0.0.1:10177" and page["oauth_no_confirm"] is True
+    assert "user" not in services["idle-culler"]                        # the hub's own, as before
+    # learners: their own rights and access to this service alone (not access:services, every service)
+    (user_role,) = [r for r in cfg["roles"] if r["name"] == "user"]
+    assert sorted(user_role["scopes"]) == ["access:services!service=grading", "self"]
+    with pytest.raises(AssertionError, match="TINYGPT_GRADING_SERVICE"):
+        load_config(tmp_path, TINYGPT_GRADING_SERVICE="yes")
+
+
+def test_the_grading_page_starts_as_the_hub_starts_it(tmp_path):
+    """The service's command as the hub's service spawner runs it: dropped to the teacher's uid
+    (jupyterhub.spawner.set_user_setuid, the spawner's own), the hub's JUPYTERHUB_* settings,
+    SIGINT ignored as inherited; it listens, sends a visitor without a token to the hub's OAuth,
+    and stops at the hub's first signal."""
+    if os.geteuid() != 0:
+        pytest.skip("the hub runs as root")
+    import urllib.error
+    import urllib.request
+
+    from jupyterhub.spawner import set_user_setuid
+    port = _free_port()
+    cfg = load_config(tmp_path, TINYGPT_GRADING_SERVICE="on", TINYGPT_TEACHERS="nobody", TINYGPT_GRADING_PORT=str(port))
+    (page,) = [s for s in cfg["services"] if s["name"] == "grading"]
+    env = {**page["environment"], "JUPYTERHUB_SERVICE_URL": page["url"], "JUPYTERHUB_SERVICE_NAME": "grading",
+           "JUPYTERHUB_SERVICE_PREFIX": "/services/grading/", "JUPYTERHUB_API_URL": "http://127.0.0.1:9/hub/api",
+           "JUPYTERHUB_API_TOKEN": "not-a-token", "JUPYTERHUB_CLIENT_ID": "service-grading", "HOME": "/"}
+    become = set_user_setuid(page["user"], chdir=False)
+
+    def as_the_hub():
+        _ignore_sigint()            # as inherited from a hub started as a background job
+        become()
+    proc = subprocess.Popen(page["command"], env=env, preexec_fn=as_the_hub,
+                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.build_opener(NoRedirect).open(f"{page['url']}/services/grading/api/mine", timeout=10)
+                raise AssertionError("answered without a login")
+            except urllib.error.HTTPError as e:
+                assert e.code == 302 and "/hub/api/oauth2/authorize" in e.headers["Location"], e.headers
+                break
+            except urllib.error.URLError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:]
+                time.sleep(0.2)
+        with open(f"/proc/{proc.pid}/status") as f:
+            uids = [line.split()[1:] for line in f if line.startswith("Uid:")][0]
+        assert set(uids) == {str(pwd.getpwnam("nobody").pw_uid)}
+        proc.send_signal(signal.SIGINT)                 # the hub's first stop signal: it stops
+        assert proc.wait(BOUND_S) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

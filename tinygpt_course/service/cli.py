@@ -77,8 +77,14 @@ def run(course, args):
     if args.jobs > 0:
         service.jobs = args.jobs
     if not (service.assignments or service.received_only):
-        sys.exit(f"{PROG}: no assignment to grade: list them in nbgrader_config.py, e.g. "
-                 "c.GradingService.assignments = ['head', 'multihead']")
+        nothing = (f"{PROG}: no assignment to grade: list them in nbgrader_config.py, e.g. "
+                   "c.GradingService.assignments = ['head', 'multihead']")
+        if os.environ.get("JUPYTERHUB_SERVICE_NAME") and not args.once:
+            # a hub's service: exiting would have the hub start it again at once, for ever
+            log.error("%s; waiting until stopped (restart the hub after setting them)", nothing)
+            while True:
+                signal.pause()          # SIGTERM: _stop
+        sys.exit(nothing)
     try:
         service.run(coursedir, once=args.once)
     except SandboxUnavailable as exc:
