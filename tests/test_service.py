@@ -225,3 +225,25 @@ def test_status_names_the_flagged_submission_and_why(restarted):
     line = next(ln for ln in flagged.splitlines() if "eve/multihead" in ln)
     assert "not collected" in line and "notes.html is a symlink" in line, out
     assert re.search(rf"cat/multihead +{FULL:g}/{FULL:g} +\(feedback released\)", out), out
+
+
+def test_a_submission_still_being_written_is_queued_once_it_is_whole(tmp_path):
+    """`nbgrader submit` writes submission_secret.txt last: a scan in between leaves the folder
+    for the next one (collected half-written, it would fail and spend an attempt); a link
+    where a folder should be is queued, for collect to refuse with why."""
+    from tinygpt_course.service.runner import GradingService
+    inbound = tmp_path / "inbound"
+    inbound.mkdir()
+    service = GradingService(str(tmp_path), queue=Queue(str(tmp_path / QUEUE_FILE)))
+    service.inbound, service.enabled = str(inbound), {"multihead"}
+    stamp = "2026-12-04 21:00:00.000000 UTC"
+    folder = inbound / f"ann+multihead+{stamp}"
+    folder.mkdir()
+    (folder / "multihead.ipynb").write_text("{}")
+    (folder / "timestamp.txt").write_text(stamp)
+    service.scan()
+    assert service.queue.entries() == []
+    (folder / "submission_secret.txt").write_text("0" * 128)
+    (inbound / f"bob+multihead+{stamp}").symlink_to(folder)
+    service.scan()
+    assert sorted(e.student for e in service.queue.entries()) == ["ann", "bob"]

@@ -143,7 +143,7 @@ class GradingService(LoggingConfigurable):
             return
         found = []
         for name in names:
-            if name in self.seen:
+            if name in self.seen or not written(self.inbound, name):
                 continue
             self.seen.add(name)
             sub = parse_inbound(name)
@@ -210,6 +210,24 @@ class GradingService(LoggingConfigurable):
 
 
 # --- names, owners ------------------------------------------------------------------------
+
+def written(inbound, name):
+    """False while `nbgrader submit` is still writing inbound/name: it copies the files, then
+    writes timestamp.txt and, last, submission_secret.txt (looked at again at the next scan).
+    Only whether that name exists in that folder is asked, nothing followed nor read: anything
+    that is not a plain folder of its own counts as written, and collect refuses it, with why."""
+    try:
+        fd = os.open(os.path.join(inbound, name), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return True
+    try:
+        os.stat("submission_secret.txt", dir_fd=fd, follow_symlinks=False)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
 
 
 @dataclass(frozen=True)
