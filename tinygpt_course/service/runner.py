@@ -9,7 +9,7 @@ the kernel template and keeps `c.GradingService.jobs` grading workers forked fro
    followed here), those of the assignments the teacher turned on added to the queue
    (service.queue: each once, a newer submission superseding the older one still waiting);
 2. **claim** the oldest due entry (the queue applies the per-learner rate limit) for an idle
-   worker; two submissions of one learner's assignment are never graded at once;
+   worker; the queue never hands out two submissions of one learner's assignment at once;
 3. in the worker (``grade_submission``), that learner alone: **collect** that one inbound
    submission (``OneSubmission``, CheckedCollect: copied by handle, data only, refused if not
    the student's); **autograde** it with tinygpt-grade-class's own step (classroom.worker.grade:
@@ -79,7 +79,6 @@ class GradingService(LoggingConfigurable):
         self.owner = owner_id(os.getpid())
         self.seen = set()            # inbound names looked at already
         self.pool = None
-        self.waiting = []            # claimed entries whose learner's assignment is being graded
 
     def open_queue(self):
         """The course's queue (QUEUE_FILE in the course folder), with this service's limits."""
@@ -127,7 +126,7 @@ class GradingService(LoggingConfigurable):
             while True:
                 self.scan()
                 self.hand_out()
-                if once and not self.pool.busy() and not self.waiting:
+                if once and not self.pool.busy():
                     return
                 for finished in self.pool.wait(self.poll_interval):
                     self.finish(finished)
@@ -158,14 +157,8 @@ class GradingService(LoggingConfigurable):
                 self.log.warning("not queued: %s (%s)", _shown(sub.key), exc)
 
     def hand_out(self):
-        """Claim entries for the idle workers; one whose learner's assignment is being graded
-        waits (claimed, ours) until that grading ends."""
-        grading = {(w.job[0].student, w.job[0].assignment) for w in self.pool.busy()}
-        for entry in list(self.waiting):
-            if self.pool.idle() and (entry.student, entry.assignment) not in grading:
-                self.waiting.remove(entry)
-                self.give(entry)
-                grading.add((entry.student, entry.assignment))
+        """Claim entries for the idle workers. The queue never hands out a submission while another
+        of the same learner's assignment is being graded (both would be collected into one folder)."""
         while self.pool.idle():
             entry = self.queue.claim(self.owner)
             if entry is None:
@@ -173,11 +166,8 @@ class GradingService(LoggingConfigurable):
             if entry.assignment not in self.enabled:
                 self.queue.failed(entry.id, f"the grading service does not grade {entry.assignment} "
                                             "(c.GradingService.assignments)", owner=self.owner)
-            elif (entry.student, entry.assignment) in grading:
-                self.waiting.append(entry)
             else:
                 self.give(entry)
-                grading.add((entry.student, entry.assignment))
 
     def give(self, entry):
         job = Job(entry.id, entry.student, entry.assignment, entry.key, entry.submitted,
