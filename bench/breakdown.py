@@ -86,7 +86,12 @@ def leave_group(group, pids):
     usage = int((group / "cpuacct.usage").read_text()) / 1e9
     for pid in pids:
         (group.parent / "cgroup.procs").write_text(str(pid))
-    group.rmdir()
+    for _ in range(100):        # the sandbox's last processes may still be on their way out
+        try:
+            group.rmdir()
+            break
+        except OSError:
+            time.sleep(0.05)
     return usage
 
 

@@ -12,6 +12,7 @@ Standard library only (and the seccomp filter, itself standard library only).
 """
 import ctypes
 import fcntl
+import gc
 import os
 import resource
 
@@ -63,6 +64,10 @@ def serve(inp, out, handle, reuse=False):
     as soon as this one has replied, or ended, so a keeper waits in parallel with the next;
     ended workers are reaped. ``reuse`` (tests only, the defence off): one worker reads and
     handles every job."""
+    # what the warm process holds (torch's, matplotlib's objects: hundreds of thousands) out of
+    # the cyclic garbage collector's sight: a fork's collections then scan only the objects it
+    # made, instead of walking, and so copying page by page, the whole inherited heap
+    gc.freeze()
     while True:
         reap()
         done_r, done_w = os.pipe()

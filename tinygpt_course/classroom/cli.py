@@ -21,10 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .lock import install_gradebook_lock
-from .outcome import report_integrity, report_problems
-from .pool import run_pool
-from .submissions import find_submissions, gradebook_state, is_graded, load_course, prepare_checks
+# nbgrader (lock.py, submissions.py) is imported in _main, after the kernel template has been
+# started: its imports (2 s of CPU) and the template's run side by side
 
 
 def _parse_args(argv):
@@ -159,6 +157,16 @@ def _main(argv, logs_base):
     if jobs > 1:
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, default_jobs() // jobs)))
 
+    if not (args.merge_shards or args.shards):      # (a shard's own run starts one for its copy)
+        # the kernel template imports torch, matplotlib, ipykernel and draws once (2 s of CPU):
+        # started now, it does so on the other core while this process imports nbgrader, reads
+        # the course and runs the solution, instead of after them
+        from tinygpt_course.grading import template
+        template.start()
+    from .lock import install_gradebook_lock
+    from .outcome import report_integrity, report_problems
+    from .pool import run_pool
+    from .submissions import find_submissions, gradebook_state, is_graded, load_course, prepare_checks
     install_gradebook_lock()
     if args.merge_shards:
         from .merge import run as merge
@@ -189,7 +197,7 @@ def _main(argv, logs_base):
     from tinygpt_course.grading.sandbox import Sandbox, SandboxUnavailable
     try:       # each worker a uid of its own (c.Sandbox.worker): refuse before grading if one has none
         Sandbox(config=getattr(coursedir, "course_config", coursedir.config)).check_workers(min(jobs, len(todo)))
-        prepare_checks(coursedir, args.assignment)
+        lessons = prepare_checks(coursedir, args.assignment)
     except SandboxUnavailable as exc:
         sys.exit(f"tinygpt-grade-class: {exc}")
     print(f"tinygpt-grade-class: {len(submissions)} submissions of {args.assignment}: "
@@ -203,7 +211,7 @@ def _main(argv, logs_base):
         log_dir = tempfile.mkdtemp(prefix=f"tinygpt-grade-class-{args.assignment}-", dir=logs_base)
     t0 = time.perf_counter()
     results = run_pool(args.assignment, todo, jobs, log_dir, args.retries, progress=not args.no_progress,
-                       limit_s=args.submission_timeout or None)
+                       limit_s=args.submission_timeout or None, lessons=lessons)
     failed = sorted(s for s, (code, _) in results.items() if code != 0)
     graded = sum(1 for code, _ in results.values() if code == 0)
     print(f"tinygpt-grade-class: graded {graded}, skipped {skipped}, failed {len(failed)}, "

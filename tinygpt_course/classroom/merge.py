@@ -105,14 +105,7 @@ def run(args):
                         continue
                     copy_submission(shard_gb, gb, assignment, student)
     for index, student in graded:
-        dest = coursedir.format_path(coursedir.autograded_directory, student, assignment)
-        staging = dest + ".merging"
-        shutil.rmtree(staging, ignore_errors=True)
-        shutil.copytree(root / str(index) / "autograded" / student, staging, symlinks=True)
-        if os.path.isdir(dest):
-            shutil.rmtree(dest)
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        os.rename(staging, dest)
+        place_autograded(coursedir, root / str(index), student, assignment)
     failed = sorted(s for r in results.values() for s in r["failed"])
     flagged = sorted(s for r in results.values() for s in r["flagged"])
     shutil.rmtree(root)
@@ -120,3 +113,16 @@ def run(args):
           f"flagged {len(flagged)}", file=sys.stderr)
     from .outcome import report_problems
     return 1 if report_problems(flagged, failed, "the shards' logs say why") else 0
+
+
+def place_autograded(coursedir, shard, student, assignment):
+    """A shard's autograded folder of `student` (in the shard's results folder `shard`) put in the
+    course's autograded/ in one rename: the teacher's copy is whole, old or new, never half."""
+    dest = coursedir.format_path(coursedir.autograded_directory, student, assignment)
+    staging = dest + ".merging"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(os.path.join(shard, "autograded", student), staging, symlinks=True)
+    if os.path.isdir(dest):
+        shutil.rmtree(dest)
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    os.rename(staging, dest)

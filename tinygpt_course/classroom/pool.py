@@ -2,6 +2,8 @@
 tinygpt-grade-class and the grading service, tinygpt_course.service.runner) and the queue of a
 class run that feeds them (run_pool)."""
 import collections
+import functools
+import gc
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -100,6 +102,10 @@ class WorkerPool:
         except TemplateUnavailable:
             pass        # each worker tries its own, or starts its kernels
         self.serve, self.limit_s, self.workers = serve or grade_serve, limit_s, []
+        # what this process holds (nbgrader's, torch's objects) out of the cyclic garbage
+        # collector's sight: a worker's collections scan only what it made itself, instead of
+        # walking, and so copying page by page, the heap it shares with this process
+        gc.freeze()
         try:
             self.workers = [_Worker(self.ctx, i, self.serve) for i in range(size)]
         except BaseException:
@@ -163,8 +169,10 @@ class WorkerPool:
         self.workers = []
 
 
-def run_pool(assignment, students, jobs, log_dir, retries, progress=True, limit_s=None):
+def run_pool(assignment, students, jobs, log_dir, retries, progress=True, limit_s=None, lessons=()):
     """Grade students with up to jobs forked workers; return {student: (exit code, log path)}.
+    Each worker starts its re-run zygote for each of `lessons` as it starts (prepare_checks
+    says which), beside its first submission instead of in its wait.
 
     A worker that dies mid-submission (it should not: learner code runs in nbgrader's kernel)
     counts as a failure of that submission, and a new worker takes its place. So does a worker
@@ -193,7 +201,12 @@ def run_pool(assignment, students, jobs, log_dir, retries, progress=True, limit_
         bar.set_postfix(failed=sum(1 for c, _ in results.values() if c != 0), refresh=False)
 
     try:
-        pool = WorkerPool(min(jobs, len(students)), limit_s)
+        serve = None
+        if lessons:
+            from ..grading.rerun import start as start_zygotes
+            from .worker import serve as grade_serve
+            serve = functools.partial(grade_serve, warm=functools.partial(start_zygotes, tuple(lessons)))
+        pool = WorkerPool(min(jobs, len(students)), limit_s, serve=serve)
         while queue or pool.busy():
             for w in pool.idle():
                 if not queue:

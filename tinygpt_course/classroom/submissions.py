@@ -26,6 +26,14 @@ def load_course(assignment):
     for pp in list(converter.sanitize_preprocessors) + list(converter.autograde_preprocessors):
         if isinstance(pp, str):
             import_item(pp)
+    # and what a first autograde imports on its way: the exchange classes the config names, and
+    # what jupyter_client's search for the python3 kernel's spec imports (ipykernel's spec, and
+    # IPython, asked for its folder): 0.1 s of CPU in each worker otherwise
+    for name in sub.config.get("ExchangeFactory", {}).values():
+        if isinstance(name, str):
+            import_item(name)
+    for name in ("IPython.paths.get_ipython_dir", "ipykernel.kernelspec.RESOURCES"):
+        import_item(name)
     AutogradeApp.clear_instance()
     NbGraderApp.clear_instance()
     try:    # the course's grading steps use torch in the grader too: import it once, here
@@ -37,15 +45,21 @@ def load_course(assignment):
 
 def prepare_checks(coursedir, assignment):
     """Draw the grading seed and run each checked notebook's solution once, here, so the forked
-    workers inherit both instead of each running the solution again."""
+    workers inherit both instead of each running the solution again. Returns the lessons whose
+    answers are re-run (each worker's re-run zygotes)."""
     import glob
 
     from tinygpt_course.grading.independent import PrepareChecks
     step = PrepareChecks(config=getattr(coursedir, "course_config", coursedir.config))
+    lessons = []
     for path in sorted(glob.glob(os.path.join(coursedir.format_path(coursedir.source_directory, ".", assignment),
                                               "*.ipynb"))):
         name = os.path.splitext(os.path.basename(path))[0]
-        step.preprocess(None, {"nbgrader": {"assignment": assignment, "notebook": name}})
+        _, resources = step.preprocess(None, {"nbgrader": {"assignment": assignment, "notebook": name}})
+        source = resources["tinygpt"]["source"]
+        if source is not None:
+            lessons.append(source.name)
+    return lessons
 
 
 def find_submissions(coursedir, assignment):

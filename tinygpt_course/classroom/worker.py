@@ -86,6 +86,8 @@ def serve(conn, index=0, handle=grade_job, name="tgc-worker", warm=None):
     # its name in ps and /proc/<pid>/comm (the environment there is the one the parent was started with)
     ctypes.CDLL(None).prctl(15, f"{name}-{index}".encode()[:15], 0, 0, 0)      # PR_SET_NAME
     install_gradebook_lock()
+    from .once import install as build_once
+    build_once()            # nbgrader's metadata schema and gradebook engine, once per worker
     if warm is not None:
         warm()
     while True:

@@ -44,7 +44,10 @@ class ServerGone(RuntimeError):
 
 class RerunServer:
     """The zygote. fresh=False is the defence switched off (tests only): the zygote reads every
-    job itself, and every job runs in one sandbox kept for them all."""
+    job itself, and every job runs in one sandbox kept for them all. Starting it does not wait
+    for it (it imports torch: a second of CPU); its first job waits until it is ready."""
+
+    is_ready = False
 
     def __init__(self, lessons, fresh=True):
         self.fresh, self.kept = fresh, None
@@ -53,9 +56,15 @@ class RerunServer:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      env=sandbox_env({"MPLCONFIGDIR": _matplotlib_cache()}), cwd="/",
                                      start_new_session=True)
-        header, _ = self._read(READY_TIMEOUT)
-        if header.get("status") != "ready":
-            raise ServerGone(f"the re-run server did not start: {self._log_tail()}")
+
+    def ready(self):
+        """Wait until the zygote has said it is ready (once); ServerGone if it did not start."""
+        if not self.is_ready:
+            header, _ = self._read(READY_TIMEOUT)
+            if header.get("status") != "ready":
+                raise ServerGone(f"the re-run server did not start: {self._log_tail()}")
+            self.is_ready = True
+        return self
 
     def _log_tail(self):
         self.log.seek(0)
@@ -81,6 +90,7 @@ class RerunServer:
         return self.kept
 
     def run(self, sandbox, job):
+        self.ready()
         box = self.sandbox_for(sandbox)
         try:
             # unsandboxed (an opt-out), memory and CPU are still capped, as they were
@@ -115,6 +125,14 @@ def _server(lessons, fresh):
     if server is None or server.proc.poll() is not None:
         server = _servers[_key(lessons, fresh)] = RerunServer(lessons, fresh)
     return server
+
+
+def start(lessons):
+    """Start this process's re-run zygote for each of `lessons` now, without waiting for it: a
+    class-grading worker, as it gets its first submission, so that the zygote imports torch
+    while the learner's notebook runs, not in the re-run's wait."""
+    for lesson in lessons:
+        _server([lesson], True)
 
 
 NOT_A_RECORD = "the record is not what the checks produce"

@@ -48,23 +48,34 @@ def _matplotlib_cache():
 
 class KernelTemplate:
     """`python -m tinygpt_course.kernelfork.server`, started once per grading process, or once
-    for a parent and the workers it forks (:func:`share`)."""
+    for a parent and the workers it forks (:func:`share`). Starting it does not wait for it:
+    it imports and draws (2 s of CPU) while the grader goes on; its first use waits until it is
+    ready (:meth:`ready`)."""
 
     lock = None             # set when shared: one request at a time
     failed = False          # this process saw it fail: it starts its own next time
+    is_ready = False
 
     def __init__(self):
         self.proc = subprocess.Popen([sys.executable, "-m", "tinygpt_course.kernelfork.server"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env=sandbox_env({"MPLCONFIGDIR": _matplotlib_cache()}),
                                      cwd="/", start_new_session=True)
-        try:
-            wire.read_reply(self.proc.stdout.fileno(), READY_TIMEOUT)
-        except wire.Gone as exc:
-            self.close()
-            raise TemplateUnavailable(f"the kernel template did not start ({exc})") from None
+
+    def ready(self):
+        """Wait until the template has said it is ready (once); TemplateUnavailable if it ended."""
+        if not self.is_ready:
+            try:
+                wire.read_reply(self.proc.stdout.fileno(), READY_TIMEOUT)
+            except wire.Gone as exc:
+                self.failed = True
+                self.close()
+                raise TemplateUnavailable(f"the kernel template did not start ({exc})") from None
+            self.is_ready = True
+        return self
 
     def fork(self, job, timeout=60):
+        self.ready()            # a shared template is ready before the workers are forked
         if self.lock is not None and not self.lock.acquire(timeout=timeout):
             self.failed = True          # a worker died holding it: this one starts its own
             raise TemplateUnavailable("the shared kernel template is held by a worker that died")
@@ -93,7 +104,8 @@ _shared = None
 
 
 def template():
-    """The template this process uses: the one its parent shared, else its own."""
+    """The template this process uses: the one its parent shared, else its own (started, perhaps
+    not ready yet)."""
     if _shared is not None and not _shared.failed:
         return _shared
     t = _templates.get(os.getpid())
@@ -102,12 +114,19 @@ def template():
     return t
 
 
+def start():
+    """Start this process's template now and go on: a class run calls it before it reads the
+    course, so that the template's imports run beside the grader's own (2 cores: both busy)."""
+    template()
+
+
 def share(ctx):
-    """Start this process's template now, for the processes it forks from now on (class-grading
+    """This process's template, ready, for the processes it forks from now on (class-grading
     workers) to use one request at a time, instead of each paying for a template of its own."""
     global _shared
-    _shared = template()
-    _shared.lock = ctx.Lock()
+    t = template().ready()
+    t.lock = ctx.Lock()
+    _shared = t
 
 
 def _printable(text):

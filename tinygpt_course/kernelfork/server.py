@@ -28,6 +28,7 @@ keepers are not dumpable, and are outside the sandbox's PID namespace: the kerne
 signal or trace them.
 """
 import importlib
+import importlib.util
 import json
 import os
 import pkgutil
@@ -44,16 +45,29 @@ def warm():
     socket, no IPython shell, no pyplot backend (those belong to each kernel)."""
     # as ipykernel sets it, and before matplotlib reads it at import
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    for name in ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "matplotlib.figure",
-                 "matplotlib.font_manager",           # loads the font list once
-                 "tinygpt_course.data"):
+    # debugpy, imported below, checks its files at import and says so: not in every kernel's log
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    # Each kernel would import what it first uses, after the fork, every time: what ipykernel's
+    # set-up imports (its debugger: debugpy; IPython's history: sqlite3, its pdb; the reseed
+    # below: numpy.random; zmq's sender of large outputs), and what a lesson's first check
+    # imports (autograd's symbolic shapes and sympy, at the first backward pass given a
+    # gradient, as the checks' gradients() is; the record's encoder: safetensors).
+    # Measured: 0.3 s of CPU per kernel.
+    for name in ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "sqlite3", "numpy.random",
+                 "IPython.core.debugger", "IPython.core.completerlib", "IPython.extensions.storemagic",
+                 "tornado.platform.asyncio", "zmq.utils.garbage",
+                 "torch", "torch.fx.experimental.symbolic_shapes", "safetensors.torch",
+                 "matplotlib.figure", "matplotlib.font_manager",           # loads the font list once
+                 "tinygpt_course.data", "tinygpt_course.checks.guard"):
         importlib.import_module(name)
     import numpy as np
     import tinygpt_course.checks
     from tinygpt_course import plots
     for info in pkgutil.iter_modules(tinygpt_course.checks.__path__):
         if info.ispkg:
-            importlib.import_module(f"tinygpt_course.checks.{info.name}")
+            lesson = importlib.import_module(f"tinygpt_course.checks.{info.name}")
+            if importlib.util.find_spec(f"{lesson.__name__}.schema") is not None:
+                importlib.import_module(f"{lesson.__name__}.schema")     # the record's table
     # one drawing of the explorer, on made-up weights: matplotlib's first drawing loads fonts
     # and fills caches that every kernel would otherwise fill again (the pictures do not change)
     plots.png(plots.figure(np.full((2, 8, 8), 0.125), list("abcdefgh"), 7))

@@ -211,6 +211,9 @@ def handler():
 def warm(lessons):
     global ENCODE, PICKLE, REJECTED, ERROR_TEXT, COMPILED, LIBRARY
     import torch
+    # what autograd's first backward pass imports (sympy, for symbolic shapes): once here, not
+    # in every re-run's fork (0.13 s of CPU each)
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401
 
     from tinygpt_course.checks.common import compiled, error_text
     from tinygpt_course.checks.record import RecordRejected, encode

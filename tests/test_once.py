@@ -1,0 +1,80 @@
+"""classroom/once.py: what a grading worker builds once instead of for every cell or gradebook
+open gives the same answers as nbgrader's own calls.
+
+- the kept validator of nbgrader's cell-metadata schema accepts and refuses exactly what
+  ``jsonschema.validate`` does, with the same error (its message and path), cell after cell;
+- one SQLAlchemy engine per gradebook: a Gradebook opened inside another, and one opened after
+  another process changed the file, see the rows as nbgrader's own engines would.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tinygpt_course.classroom import once
+
+SCHEMA = json.loads((Path(__import__("nbgrader.nbgraderformat", fromlist=["x"]).__file__).parent / "v3.json")
+                    .read_text())
+GOOD = {"schema_version": 3, "grade": True, "solution": False, "locked": True, "points": 2, "grade_id": "shapes",
+        "task": False}
+BAD = [dict(GOOD, points="two"), dict(GOOD, grade_id=3), {k: v for k, v in GOOD.items() if k != "schema_version"},
+       dict(GOOD, grade="yes"), dict(GOOD, schema_version="3"), [], "metadata", dict(GOOD, points=None)]
+
+
+def _error(validate, instance):
+    try:
+        validate(instance, SCHEMA)
+    except jsonschema.ValidationError as exc:
+        return type(exc), exc.message, list(exc.absolute_path), list(exc.schema_path)
+    return None
+
+
+@pytest.mark.parametrize("instance", [GOOD, *BAD], ids=["good"] + [f"bad{i}" for i in range(len(BAD))])
+def test_the_kept_validator_answers_as_jsonschema_validate(instance):
+    stock = _error(jsonschema.validate, instance)
+    assert _error(once.validate, instance) == stock
+    assert _error(once.validate, instance) == stock          # again, with the validator kept
+    assert (stock is None) == (instance is GOOD)
+
+
+def test_a_wrong_schema_is_still_refused():
+    with pytest.raises(jsonschema.SchemaError):
+        once.validate({}, {"type": "no such type"})
+
+
+def test_installed_nbgrader_refuses_a_bad_cell_as_before(monkeypatch):
+    from nbformat.v4 import new_code_cell
+    from nbgrader import api
+    from nbgrader.nbgraderformat import common, v3
+    monkeypatch.setattr(common, "jsonschema", common.jsonschema)        # what install() changes: undone after
+    monkeypatch.setattr(api, "create_engine", api.create_engine)
+    cell = new_code_cell("x = 1", metadata={"nbgrader": dict(GOOD, points="two")})
+    with pytest.raises(jsonschema.ValidationError) as stock:
+        v3.MetadataValidatorV3().validate_cell(cell)
+    once.install()
+    with pytest.raises(jsonschema.ValidationError) as kept:
+        v3.MetadataValidatorV3().validate_cell(cell)
+    assert kept.value.message == stock.value.message
+    v3.MetadataValidatorV3().validate_cell(new_code_cell("x = 1", metadata={"nbgrader": GOOD}))
+
+
+def test_one_engine_per_gradebook_sees_nested_opens_and_other_processes(tmp_path, monkeypatch):
+    from nbgrader import api
+    monkeypatch.setattr(api, "create_engine", once.create_engine)
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with api.Gradebook(url) as gb:
+        gb.add_student("ann")
+        with api.Gradebook(url) as inner:                       # nested: its own session on the one engine
+            inner.add_student("bob")
+        assert sorted(s.id for s in gb.students) == ["ann", "bob"]
+    assert len({k for k in once._engines if k[1] == url}) == 1
+    # another process (its own engine) adds a student: the kept engine reads it at the next open
+    subprocess.run([sys.executable, "-c", "from nbgrader.api import Gradebook; import sys\n"
+                    "with Gradebook(sys.argv[1]) as gb: gb.add_student('cat')", url], check=True,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    with api.Gradebook(url) as gb:
+        assert sorted(s.id for s in gb.students) == ["ann", "bob", "cat"]
