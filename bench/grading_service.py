@@ -21,11 +21,14 @@ tinygpt_course/testing/submissions.py). Three copies of one course, each with it
   `nbgrader autograde` timed as grade_class.py times it (progress, cgroup CPU, peak memory).
 
 Prints each figure beside the stock one, the CPU per submission (cgroup v1 cpuacct when root),
-the load average seen, and whether the service's per-cell scores and autograded notebooks equal
+what the service costs when nobody submits (its memory, the sum of the proportional set sizes of
+it and all its processes, sampled every 0.5 s, and its CPU over `--idle` seconds after warming:
+it polls the inbound folder), its peak memory, the load average seen, and whether the service's per-cell scores and autograded notebooks equal
 stock nbgrader's for the same submissions; exit status 1 if they differ, a learner did not fetch
 their own page, or a submission was not graded once. See bench/README.md.
 """
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -39,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 from nbgrader.utils import notebook_hash
 from tqdm import tqdm
 
@@ -149,6 +153,23 @@ class Service:
     def cpu(self):
         return usage(self.group)
 
+    def memory(self):
+        """The service's memory now: the proportional set sizes of it and all its processes
+        (workers, kernel templates, kernels, sandboxes) added up, so a page the forks share
+        counts once in all (bytes)."""
+        try:
+            top = psutil.Process(self.proc.pid)
+            procs = [top] + top.children(recursive=True)
+        except psutil.NoSuchProcess:
+            return 0
+        pss = 0
+        for p in procs:
+            try:
+                pss += p.memory_full_info().pss
+            except psutil.Error:
+                pass
+        return pss
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -207,6 +228,31 @@ def load_sampler(samples, stop):
         samples.append(os.getloadavg()[0])
 
 
+class MemorySampler(threading.Thread):
+    """The service's memory every 0.5 s; `mark(name)` starts a phase, so each phase's samples
+    are kept apart ({phase: [bytes]})."""
+
+    def __init__(self, service):
+        super().__init__(daemon=True)
+        self.service, self.phase, self.samples = service, "start", {"start": []}
+        self.done = threading.Event()
+
+    def mark(self, phase):
+        self.phase = phase
+        self.samples.setdefault(phase, [])
+
+    def run(self):
+        while not self.done.wait(0.5):
+            self.samples[self.phase].append(self.service.memory())
+
+    def stop(self):
+        self.done.set()
+        self.join()
+
+    def peak(self):
+        return max((x for xs in self.samples.values() for x in xs), default=0)
+
+
 def fig(xs):
     if not xs:
         return "n/a (none)"
@@ -221,6 +267,9 @@ def main(argv=None):
                    help="seconds over which the burst's submits start, evenly (default 30; 0: all at once)")
     p.add_argument("--jobs", type=int, default=0, help="the service's --jobs (default: its own)")
     p.add_argument("--timeout", type=float, default=600, help="seconds to wait for a feedback before giving up")
+    p.add_argument("--idle", type=float, default=30,
+                   help="seconds the warm service is left alone, to measure its idle memory and CPU (default 30)")
+    p.add_argument("--json", metavar="FILE", help="also write the figures to FILE (docs/measure.py reads them)")
     p.add_argument("--keep", action="store_true", help="keep the temporary courses and the logs")
     args = p.parse_args(argv)
     t_bench = now()
@@ -258,6 +307,8 @@ def main(argv=None):
         return ", ".join(f"{k} {[roster[s] for s in group].count(k)}" for k in subs.KINDS)
 
     service = Service(courses["service"], args.jobs, tmp / "service.log")
+    mem = MemorySampler(service)
+    mem.start()
     try:
         # warm: one submission per worker, at once (the first in each worker pays what a warm
         # worker has already done); the stock course's first round too (its first command's
@@ -269,6 +320,14 @@ def main(argv=None):
                           tqdm(total=len(warm), desc="warming the service", unit="feedback"))
         cold = [seen[s] - t for s, t in zip(warm, submitted)]
         started_to_first = min(seen.values()) - t_start
+
+        # left alone, warm: what the service costs while nobody submits (it polls the inbound folder)
+        time.sleep(2)                           # the warming gradings' own ending
+        mem.mark("idle")
+        cpu0 = service.cpu()
+        time.sleep(args.idle)
+        idle_cpu = (service.cpu() - cpu0) / args.idle
+        mem.mark("one at a time")
         stock_group = cpu_group()
         w = warm[0]
         one_l[w].submit(learner_log)
@@ -310,6 +369,7 @@ def main(argv=None):
             with lock:
                 pending[s] = svc_l[s].page()
 
+        mem.mark("burst")
         bar = tqdm(total=len(burst), desc=f"burst of {len(burst)} (feedback released)", unit="feedback")
         with ThreadPoolExecutor(len(burst)) as pool:
             handed = [pool.submit(hand_in, i, s) for i, s in enumerate(burst)]
@@ -328,6 +388,7 @@ def main(argv=None):
         time.sleep(1)                           # the last worker's own ending (its done(), its sandbox's)
         burst_cpu = service.cpu() - cpu0
     finally:
+        mem.stop()
         service.stop()
 
     last_submit, last_page = max(t_end.values()), max(seen.values())
@@ -416,10 +477,30 @@ def main(argv=None):
           f"{'yes' if all(own_page) else 'NO'} ({sum(own_page)} of {len(own_page)}); queue: {len(once)} of "
           f"{len(entries)} entries graded once with feedback released; stock released "
           f"{len(burst) - len(unreleased)} of {len(burst)} burst pages")
+    gb = 2 ** 30
+    idle_mem = statistics.median(mem.samples["idle"]) if mem.samples["idle"] else float("nan")
+    burst_peak = max(mem.samples["burst"], default=0)
+    print(f"COST: left alone, warm ({jobs} workers, {args.idle:g} s): memory {idle_mem / gb:.2f} GB, CPU "
+          f"{idle_cpu * 3600:.0f} s an hour ({idle_cpu * 100:.2f}% of a core); peak memory while grading "
+          f"one at a time {max(mem.samples['one at a time'], default=0) / gb:.2f} GB, in the burst "
+          f"{burst_peak / gb:.2f} GB (stock sequential autograde {r_auto['peak'] / gb:.2f} GB)")
     print(f"CPU measured by {cpu_src}; load average {min(loads):.2f} to {max(loads):.2f} during the run "
           f"(sampled every 5 s; other work counts); bench took {now() - t_bench:.0f} s")
     ok = (not diff and not nb_diff and s_svc and all(own_page) and not unreleased
           and len(once) == len(entries) == len(roster))
+    if args.json:
+        figures = {
+            "date": time.strftime("%Y-%m-%d"), "cores": cores, "jobs": jobs, "load": [min(loads), max(loads)],
+            "cpu_source": cpu_src, "ok": bool(ok),
+            "idle": {"seconds": args.idle, "memory_gb": idle_mem / gb, "cpu_s_per_hour": idle_cpu * 3600},
+            "one": {"learners": len(single), "submit_to_feedback_s": svc_med, "stock_s": stock_med,
+                    "cpu_s": statistics.median(svc_cpu), "stock_cpu_s": statistics.median(stock_cpu),
+                    "peak_memory_gb": max(mem.samples["one at a time"], default=0) / gb},
+            "burst": {"learners": len(burst), "spread_s": args.spread, "last_feedback_after_last_submit_s":
+                      last_page - last_submit, "stock_s": stock_burst, "cpu_s": burst_cpu / len(burst),
+                      "peak_memory_gb": burst_peak / gb, "stock_peak_memory_gb": r_auto["peak"] / gb},
+        }
+        Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
     if args.keep:
         print(f"kept: {tmp} (logs: service.log, stock-one.log, stock-burst.log, stock-burst-autograde.log, "
               "learners.log)")

@@ -166,12 +166,40 @@ def render():
     from tinygpt_course.report.collect import LESSONS
     from tinygpt_course.report.page import NO_LADDER
     from tinygpt_course.grading.integrity import KINDS
-    ops = OPERATIONS.replace("{METADATA_KEY}", KEY).replace("{NO_LADDER}", NO_LADDER).replace(
+    ops = OPERATIONS
+    for name, value in service_figures(measured["service"]).items():
+        ops = ops.replace("{" + name + "}", value)
+    ops = ops.replace("{METADATA_KEY}", KEY).replace("{NO_LADDER}", NO_LADDER).replace(
         "{INTEGRITY_CHANGED}", KINDS["cell_changed"]).replace(
         "{LESSONS}", ", ".join(LESSONS)).replace("{GIVES_AWAY}", "; ".join(
             f"{lesson}'s holds the answer of {' and '.join(earlier)}" for lesson, earlier in gives_away(lessons) if earlier))
     out += [line.rstrip() for line in ops.strip("\n").splitlines()]
     return "\n".join(out) + "\n"
+
+
+def service_figures(m):
+    """The placeholders of OPERATIONS's grading-service part: the service's defaults (its traitlets,
+    the one place they are set) and its measured cost (docs/measured.json "service")."""
+    from tinygpt_course.service.runner import GradingService
+    traits = GradingService.class_traits()
+    fmt = {"PER_MINUTE": "per_minute", "PER_DAY": "per_day", "MAX_ATTEMPTS": "max_attempts"}
+    out = {k: str(traits[t].default_value) for k, t in fmt.items()}
+    out["POLLS"] = f"{1 / traits['poll_interval'].default_value:g}"
+    out["TIMEOUT"] = f"{traits['submission_timeout'].default_value:g}"
+    one, burst, idle = m["one"], m["burst"], m["idle"]
+    out.update({
+        "SVC_DATE": m["date"], "SVC_CORES": str(m["cores"]), "SVC_JOBS": str(m["jobs"]),
+        "SVC_LOAD": f"{m['load'][0]:.1f} to {m['load'][1]:.1f}",
+        "SVC_IDLE_MEM": f"{idle['memory_gb']:.2f}", "SVC_IDLE_CPU": f"{idle['cpu_s_per_hour']:.0f}",
+        "SVC_ONE_N": str(one["learners"]), "SVC_ONE_S": f"{one['submit_to_feedback_s']:.1f}",
+        "SVC_ONE_STOCK_S": f"{one['stock_s']:.1f}", "SVC_ONE_CPU": f"{one['cpu_s']:.2f}",
+        "SVC_ONE_STOCK_CPU": f"{one['stock_cpu_s']:.2f}", "SVC_BURST_N": str(burst["learners"]),
+        "SVC_BURST_SPREAD": f"{burst['spread_s']:g}",
+        "SVC_BURST_S": f"{burst['last_feedback_after_last_submit_s']:.1f}",
+        "SVC_BURST_STOCK_S": f"{burst['stock_s']:.0f}", "SVC_BURST_MEM": f"{burst['peak_memory_gb']:.2f}",
+        "SVC_BURST_STOCK_MEM": f"{burst['stock_peak_memory_gb']:.2f}",
+    })
+    return out
 
 
 OPERATIONS = """
@@ -217,6 +245,54 @@ nbgrader release_feedback gpt                 # on the hub: learners fetch it
 Grading re-runs each answer in a sandbox with weights and a seed of its own and judges it
 against the lesson's solution; a check the learner's kernel passed but the re-run did not confirm
 loses its points and is flagged in the formgrader. The formgrader shows the same scores.
+
+**Grading on submit (the grading service).** On the classroom hub the course can grade each
+submission as it arrives and hand its learner the score and the feedback within seconds, with no
+command of yours: a grading service beside the hub, run as you (hub/README.md, *Grading on
+submit*). Turn it on for each assignment in your `~/tinygpt/nbgrader_config.py`:
+
+```python
+c.GradingService.assignments = ["head", "multihead"]   # graded on submit, feedback released to the learner
+c.GradingService.received_only = ["gpt"]               # an exam: graded, the learner sees "received" only
+```
+
+then, as root, set `TINYGPT_GRADING_SERVICE=on` in `/etc/tinygpt-hub.env` and `systemctl restart
+tinygpt-hub`. A learner who presses *Submit* in the Assignment List sees, in the **Grading** panel
+on the right of JupyterLab, their submission queued (and its place), then being graded, then the
+score of each check; the feedback is released to them alone (`Fetch Feedback`). For an exam they
+see "received", and the scores wait for your `nbgrader release_feedback`. The grades are the same,
+cell by cell, as `tinygpt-grade-class` gives for the same submissions, and they land in the same
+gradebook: the formgrader, `nbgrader export` and `tinygpt-class-report` see them at any time, and
+your batch commands still work beside the service (a newer submission of the same learner replaces
+the graded one, as `nbgrader collect` does).
+
+Fair under load: each learner gets at most {PER_MINUTE} grading a minute and {PER_DAY} a day
+(`c.GradingService.per_minute`, `per_day`); a submission over that waits (the panel says until
+when; or, with `c.GradingService.refuse_over_limit = True`, is refused, and the panel says when to
+submit again) while the others go on. A submission that crashes its grading or runs past
+`c.GradingService.submission_timeout` ({TIMEOUT} s) is tried again, then, after {MAX_ATTEMPTS}
+tries, flagged for you with the reason; it costs only its own learner's slot. The queue is a file
+in your course folder (`grading_service.sqlite`): a restart of the service or of the hub loses no
+submission and grades none twice. See it at `https://<hub>/services/grading/` or with
+
+```bash
+tinygpt-grading-service status --course-dir ~/tinygpt   # what waits, the last grades, the flagged ones and why
+```
+
+What it costs the hub (`python docs/measure.py --only service`, bench/grading_service.py, on
+{SVC_DATE} on a {SVC_CORES}-core machine, {SVC_JOBS} gradings at once, load average {SVC_LOAD}):
+
+| | the service | stock nbgrader, by hand |
+|---|---|---|
+| memory, left alone (warm: workers, kernel template) | {SVC_IDLE_MEM} GB | none |
+| CPU, left alone (it looks at the exchange's inbound folder {POLLS} times a second) | {SVC_IDLE_CPU} s an hour | none |
+| one submission: `nbgrader submit` returned to feedback fetchable (median of {SVC_ONE_N}) | {SVC_ONE_S} s | {SVC_ONE_STOCK_S} s (collect, autograde, generate_feedback, release_feedback for that learner, at once) |
+| CPU per submission | {SVC_ONE_CPU} s | {SVC_ONE_STOCK_CPU} s |
+| {SVC_BURST_N} submissions within {SVC_BURST_SPREAD} s: last feedback after the last submit | {SVC_BURST_S} s | {SVC_BURST_STOCK_S} s (the four commands for the class) |
+| peak memory while grading that burst | {SVC_BURST_MEM} GB | {SVC_BURST_STOCK_MEM} GB (autograde) |
+
+Count that memory out of what the learners' servers get (hub/README.md, *How many learners fit*); fewer
+gradings at once (`c.GradingService.jobs`) take less of it and make a burst wait longer.
 
 **Tampering you can see.** A learner who deleted a test cell or edited a read-only one gets it
 back from `source/` before grading (nbgrader only logs that); the course keeps it as data in the

@@ -10,6 +10,10 @@ docs/measured.json (the guide generator reads it; docs/README.md says how each f
   other round, so every lesson meets the same machine load. Per lesson: the median wall seconds per submission and
   its ratio to multihead's. (Not CPU time: the kernels and re-runs run in bubblewrap sandboxes
   that nbgrader's process does not reap, so getrusage misses them.)
+- service: the grading service (issue 30) on this machine, by bench/grading_service.py (--json):
+  its memory and CPU left alone once warm, its peak memory and CPU per submission while grading
+  learners one after another and a burst of them, each beside stock nbgrader's; the figures the
+  guide's "Grading on submit" section states (what the service costs a hub).
 - lessons: each source notebook executed headless as a learner runs it (nbclient, Run All),
   timing the whole run and the training cell, with the CPU seconds of the training cell; plus
   what a learner reads and writes: the words of its markdown and the lines of its answer.
@@ -107,17 +111,37 @@ def measure_lessons():
     return out
 
 
+def measure_service(n, burst):
+    """bench/grading_service.py's figures (it prints its full report as it runs)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "service.json"
+        proc = subprocess.run([sys.executable, str(REPO / "bench" / "grading_service.py"), "--n", str(n),
+                               "--burst", str(burst), "--json", str(out)], cwd=REPO)
+        if proc.returncode:
+            raise SystemExit(f"bench/grading_service.py exited {proc.returncode}: its figures are not kept")
+        return json.loads(out.read_text())
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--only", choices=("grading", "lessons"))
+    p.add_argument("--only", choices=("grading", "lessons", "service"))
     p.add_argument("--n", type=int, default=6, help="submissions per lesson and run (default 6)")
     p.add_argument("--rounds", type=int, default=2, help="alternating rounds (default 2)")
+    p.add_argument("--learners", type=int, default=9,
+                   help="service: learners submitting one after another (default 9)")
+    p.add_argument("--burst", type=int, default=24, help="service: learners submitting in a burst (default 24)")
     args = p.parse_args(argv)
     data = json.loads(OUT.read_text()) if OUT.exists() else {}
     if args.only in (None, "lessons"):
         data["lessons"] = measure_lessons()
     if args.only in (None, "grading"):
         data["grading"] = measure_grading(args.n, args.rounds)
+    if args.only in (None, "service"):
+        data["service"] = measure_service(args.learners, args.burst)      # dated on its own
+    if args.only == "service":
+        OUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        print(OUT)
+        return
     import os
     data["machine"] = {"cores": os.cpu_count(), "load_average_at_end": os.getloadavg()[0],
                        "date": datetime.now().strftime("%Y-%m-%d")}

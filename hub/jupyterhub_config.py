@@ -337,7 +337,11 @@ if GRADING not in ("on", "off"):
 if GRADING == "on":
     GRADER = TEACHERS[0]
     GRADING_COURSE = os.path.join(os.path.expanduser(f"~{GRADER}"), COURSE_DIR)
-    GRADING_ENV = {"PATH": c.Spawner.environment["PATH"], "TINYGPT_GRADE_MEMORY_MB": GRADE_MEMORY_MB}
+    # the teacher's role config, as their server has it: nbgrader's exchange root and course id
+    # (common/) and the course folder with its nbgrader_config.py (teacher/); without it the runner
+    # would watch nbgrader's default exchange, where no learner submits
+    GRADING_ENV = {"PATH": c.Spawner.environment["PATH"], "TINYGPT_GRADE_MEMORY_MB": GRADE_MEMORY_MB,
+                   "JUPYTER_CONFIG_PATH": roles.config_path(ROLE_DIR, "teacher")}
     SERVICES += [{
         "name": "grading-runner",
         "user": GRADER,

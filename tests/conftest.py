@@ -52,7 +52,8 @@ FAST = {"test_sandbox", "test_rerun", "test_repair", "test_gradebook_lock", "tes
         "test_catalogue_checks", "test_testing", "test_hints", "test_class_report_page", "test_submission_tree",
         "test_imports", "test_seccomp", "test_record", "test_anchors", "test_zygote", "test_gradients",
         "test_mutants", "test_no_solution_in_library", "test_integrity", "test_course_python",
-        "test_grade_memory", "test_hub_config", "test_supervise", "test_portable", "test_service_queue", "test_service_web"}
+        "test_grade_memory", "test_hub_config", "test_supervise", "test_portable", "test_service_queue", "test_service_web",
+        "test_z2jh_service", "test_once"}
 
 
 # Modules that watch the whole machine (every process of the sandbox uids, the memory left, the
@@ -63,7 +64,7 @@ FAST = {"test_sandbox", "test_rerun", "test_repair", "test_gradebook_lock", "tes
 # The slow modules that take longest, in minutes (the slowest-tests report of a CI run, 2 cores).
 LONGEST = {"test_validate": 6, "test_catalogue": 5, "test_judge_budget": 4, "test_catalogue_gpt": 3,
            "test_browser": 3, "test_after_answer": 2, "test_class_report": 2, "test_shards": 2,
-           "test_export": 1, "test_lesson_gpt": 1}
+           "test_service": 3, "test_service_burst": 2, "test_export": 1, "test_lesson_gpt": 1}
 ALONE = {"test_hub", "test_roster", "test_kernelfork", "test_grade_job", "test_class_sandbox",
          "test_exchange_data"}
 

@@ -73,3 +73,26 @@ def test_what_it_says_about_grading_the_gpt_lesson_is_in_the_notebook(rendered):
 def test_export_instructions_are_the_tested_ones(rendered):
     from test_export import PLUGIN
     assert PLUGIN.strip() in rendered
+
+
+def test_the_grading_services_cost_is_the_measured_one(rendered, make_guide):
+    """The guide's and hub/README's figures of what the grading service costs are measured.json's
+    (docs/measure.py --only service), formatted as the guide formats them; the defaults it states
+    are the service's traitlets'."""
+    measured = json.loads((REPO / "docs" / "measured.json").read_text())["service"]
+    assert measured["ok"], "the measured run's scores or notebooks differed from stock nbgrader's"
+    figures = make_guide.service_figures(measured)
+    section = rendered.split("**Grading on submit (the grading service).**", 1)[1].split("\n**", 1)[0]
+    for row in (f"| {figures['SVC_IDLE_MEM']} GB | none |", f"| {figures['SVC_IDLE_CPU']} s an hour | none |",
+                f"| {figures['SVC_ONE_CPU']} s | {figures['SVC_ONE_STOCK_CPU']} s |",
+                f"| {figures['SVC_BURST_MEM']} GB | {figures['SVC_BURST_STOCK_MEM']} GB (autograde) |"):
+        assert row in rendered, row
+    assert "{" not in section.replace("{'", "")          # every placeholder filled
+    from tinygpt_course.service.runner import GradingService
+    assert f"at most {GradingService.class_traits()['per_minute'].default_value} grading a minute" in rendered
+    readme = (REPO / "hub" / "README.md").read_text().split("### Grading on submit", 1)[1].split("\n### ", 1)[0]
+    for stated in (f"{measured['jobs']} workers", f"{figures['SVC_IDLE_MEM']} GB (PSS, left alone)",
+                   f"{figures['SVC_BURST_MEM']} GB at the peak of a burst of {figures['SVC_BURST_N']}",
+                   f"uses\n{figures['SVC_IDLE_CPU']} s of CPU an hour", f"{figures['POLLS']} times a second",
+                   f"each\nsubmission {figures['SVC_ONE_CPU']} s of CPU", f"learner: {figures['SVC_ONE_STOCK_CPU']} s"):
+        assert stated in readme, f"hub/README.md's cost of the grading service is not the measured one: {stated!r}"

@@ -19,7 +19,13 @@ in student 1's name after student 1's real submission; the teacher collects, col
 --update (the spoof is refused: student 1's own submission is kept and graded), autogrades (no
 "checksum has changed" warning), autogrades once more through the formgrader (the teacher's memory
 then), releases feedback and exports (student 1's name in it); the formgrader counts the
-submissions; the students fetch their feedback. Both students are refused every file of source/,
+submissions; the students fetch their feedback. Grading on submit (the hub's grading service, on
+for head, and block as an exam, from the start): student 2 joins the class's group and logs in;
+both students press Submit on head in the Assignment List (1 right, 2 wrong); the hub stops right
+after (the service with it) and starts again: each submission is graded once (queue, gradebook,
+hub log) and each student's Grading panel shows their own score per check, nobody else's (nor
+does the service's api/mine answer); student 1's exam shows "received" only; their third
+grading of the day is held, the panel saying until when. Both students are refused every file of source/,
 tests/catalogue/ and docs/ by every path they could know. Last, student 1's server as a unit: three
 children asking twice the cap together do not get it; setsid, nohup and /dev/shm do not survive
 Stop My Server, nor the idle culler (jupyterhub-idle-culler, a 20 s timeout switched on at the end).
@@ -55,6 +61,18 @@ TEACHERS_GROUP = "tgteachers"   # who may read the hub's checkout (source/, the 
 ASSIGNMENT, COURSE_ID, COURSE_DIR = "multihead", "tinygpt", "tinygpt"
 FIRST, LAST, EMAIL = "Ada", "Lovelace", "ada@example.org"     # student 1 on the class list
 MEMORY_MB = 1536         # the students' cap in this test (TINYGPT_LEARNER_MEMORY_MB): the lesson fits
+# grading on submit (hub/README.md): the checkout's nbgrader_config.py turns the grading service on
+# for head (graded as submitted) and block (an exam: its learner is told "received" only), before the
+# hub starts. Two gradings a learner a day: a learner's third submission is held whatever the
+# machine's speed (two a minute, so the first two are never held by the minute's limit)
+GRADED, EXAM = "head", "block"
+GRADING_CONFIG = f"""
+# the live hub test's grading on submit (tests/test_hub.py)
+c.GradingService.assignments = [{GRADED!r}]
+c.GradingService.received_only = [{EXAM!r}]
+c.GradingService.per_minute = 2
+c.GradingService.per_day = 2
+"""
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -65,6 +83,21 @@ def _answers():
     wrong = re.sub(r"return self\.proj\((.*)\)", r"return \1", right)
     assert wrong != right, "could not make the wrong answer (forward without self.proj)"
     return notebooks.lesson_source(ASSIGNMENT).answer_id, right, wrong
+
+
+def _graded_answers():
+    """GRADED's reference answer, and a wrong one: the future not masked out."""
+    right = notebooks.solution(GRADED).strip("\n")
+    wrong = re.sub(r"^.*masked_fill.*\n", "", right, flags=re.M)
+    assert wrong != right, "could not make the wrong answer (no mask)"
+    return notebooks.lesson_source(GRADED).answer_id, right, wrong
+
+
+# python -c EDIT notebook grade_id source: the answer cell's source replaced (as the learner)
+_EDIT = ("import json, sys; p = sys.argv[1]; nb = json.load(open(p))\n"
+         "[c.update(source=sys.argv[3]) for c in nb['cells']"
+         " if c['metadata'].get('nbgrader', {}).get('grade_id') == sys.argv[2]]\n"
+         "json.dump(nb, open(p, 'w'), indent=1)")
 
 
 def _skip_or_fail():
@@ -356,6 +389,115 @@ def _all_gone(user, shm, unit, by):
     assert not unit.exists(), f"{user}'s cgroup {unit} is still there after {by}"
 
 
+# --- grading on submit --------------------------------------------------------------------------
+
+def _open_assignments(page):
+    """nbgrader's Assignments panel, open and refreshed."""
+    tab = page.locator(".lm-TabBar-tab .lm-TabBar-tabLabel", has_text="Assignments")
+    if not tab.count():
+        _menu_command(page, "nbgrader:open-assignment-list")
+        tab.first.wait_for()
+    tab.first.click()
+    page.locator("#refresh_assignments_list").click()
+
+
+def _row(page, which, assignment):
+    """The rows of an assignment in one list of the Assignments panel (released, fetched, submitted)."""
+    name = page.locator(".item_name", has_text=re.compile(rf"^\s*{re.escape(assignment)}\s*$"))
+    return page.locator(f"#{which}_assignments_list > .list_item").filter(has=name)
+
+
+def _fetch(page, assignment):
+    """Fetch in the Assignments panel; returns once the assignment is in the downloaded list."""
+    row = _row(page, "released", assignment).first
+    row.wait_for(timeout=120_000)
+    row.locator(".item_status button", has_text="Fetch").click()
+    _row(page, "fetched", assignment).first.wait_for(timeout=120_000)
+
+
+def _landed(inbound, user, assignment):
+    """The names of user's whole submissions of assignment in the exchange's inbound folder
+    (nbgrader submit writes submission_secret.txt last)."""
+    return sorted(p.name for p in inbound.iterdir()
+                  if p.name.startswith(f"{user}+{assignment}+") and (p / "submission_secret.txt").exists())
+
+
+def _submit(page, inbound, user, assignment, timeout=120):
+    """Press Submit on the assignment's row of the Assignments panel; returns the new submission's
+    inbound name, once it is whole."""
+    had = _landed(inbound, user, assignment)
+    _row(page, "fetched", assignment).first.locator(".item_status button", has_text="Submit").click()
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        new = sorted(set(_landed(inbound, user, assignment)) - set(had))
+        if new:
+            assert len(new) == 1, new
+            return new[0]
+        page.wait_for_timeout(250)
+    raise AssertionError(f"{user}'s Submit of {assignment} did not reach the exchange in {timeout} s")
+
+
+# The grading queue's entries, as JSON: its file opened read-only (the grading page's ReadOnlyQueue),
+# as the teacher (root would leave files of its own beside the teacher's queue)
+_READ_QUEUE = """
+import dataclasses, json, sys
+from tinygpt_course.service.web import open_queue
+q = open_queue(sys.argv[1])
+print(json.dumps([] if q is None else [dict(dataclasses.asdict(e), state=e.state.value) for e in q.entries()]))
+"""
+
+# {student: [score, max score]} of an assignment in the teacher's gradebook, read as the teacher
+_READ_GRADES = """
+import json, sys
+from nbgrader.api import Gradebook
+with Gradebook('sqlite:///' + sys.argv[1], sys.argv[2]) as gb:
+    print(json.dumps({s.student.id: [s.score, s.max_score] for s in gb.assignment_submissions(sys.argv[3])}))
+"""
+
+
+def _queue(hub, course):
+    r = hh.run_as(TEACHER, [str(hub.venv / "bin" / "python"), "-c", _READ_QUEUE, str(course)], hub.role_env("teacher"))
+    return json.loads(r.stdout)
+
+
+def _by_key(entries, key):
+    """The one queue entry of an inbound submission (the queue holds each once)."""
+    found = [e for e in entries if e["key"] == key]
+    assert len(found) == 1, f"the queue holds {len(found)} entries for {key}: {entries}"
+    return found[0]
+
+
+def _wait_queue(hub, course, done, what, timeout=600):
+    """The queue's entries once done(entries) holds."""
+    deadline = time.time() + timeout
+    while True:
+        entries = _queue(hub, course)
+        if done(entries):
+            return entries
+        if time.time() > deadline:
+            raise AssertionError(f"{what}: not so after {timeout} s; the queue: {entries}")
+        time.sleep(2)
+
+
+def _num(v):
+    """A score as the Grading panel writes it (hub/labextension/grading.js, num)."""
+    return format(round(v, 2), "g")
+
+
+def _panel(page, needle, timeout=300):
+    """The Grading panel's text (hub/labextension/index.js) once it holds needle, an empty line
+    between two assignments: the page is not reloaded, nothing is clicked, the panel asks the
+    grading service on its own."""
+    read = "() => Array.from(document.querySelectorAll('#tinygpt-grading-status pre'), p => p.textContent).join('\\n\\n')"
+    deadline, text = time.time() + timeout, ""
+    while time.time() < deadline:
+        text = page.evaluate(read)
+        if needle in text:
+            return text
+        page.wait_for_timeout(1000)
+    raise AssertionError(f"the Grading panel did not show {needle!r} in {timeout} s; it shows:\n{text}")
+
+
 def _disabled_extensions(page):
     """The lab extensions JupyterLab's page config switches off for this user."""
     return page.evaluate("JSON.parse(document.getElementById('jupyter-config-data').textContent).disabledExtensions")
@@ -396,6 +538,10 @@ def test_classroom_on_jupyterhub(request):
         # the hub's checkout (hub/README.md's /opt/tinygpt-course): the teachers' group reads it, nobody
         # else; the hub runs its config from there, and the teacher's course folder is seeded from it
         checkout = hh.make_checkout(base, TEACHERS_GROUP)
+        # grading on submit: the course's config says what the grading service grades (the hub's
+        # copy of the course, from which the teacher's folder is made at their first log-in)
+        with open(checkout / "nbgrader_config.py", "a") as f:
+            f.write(GRADING_CONFIG)
         # student 2 works on the command line only: left out of the group, the hub must refuse them
         # (student 1 comes from the class list, tinygpt-roster, after the teacher's first log-in)
         users.append(STUDENT1)
@@ -415,7 +561,7 @@ def test_classroom_on_jupyterhub(request):
         assert (exchange / COURSE_ID).stat().st_uid == hh.uid(STUDENT2)
 
         hub = hh.Hub(venv, base / "state", exchange, [TEACHER], GROUP, artifacts / "hub.log",
-                     checkout=checkout, memory_mb=MEMORY_MB)
+                     checkout=checkout, memory_mb=MEMORY_MB, grading=True)
         hub.start()
         env1, env2 = hub.role_env("student"), hub.role_env("student")
 
@@ -452,7 +598,8 @@ def test_classroom_on_jupyterhub(request):
         tctx = browser.new_context(viewport={"width": 1400, "height": 900})
         tp = _login(tctx, hub, TEACHER, passwords[TEACHER])
         course = hh.home(TEACHER) / COURSE_DIR
-        assert (course / "nbgrader_config.py").read_bytes() == (REPO / "nbgrader_config.py").read_bytes()
+        assert (course / "nbgrader_config.py").read_bytes() == (checkout / "nbgrader_config.py").read_bytes() \
+            == (REPO / "nbgrader_config.py").read_bytes() + GRADING_CONFIG.encode()
         assert (course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").exists()
         assert course.stat().st_uid == hh.uid(TEACHER) and _mode(course) == 0o700, oct(_mode(course))
         out = _terminal(tp, hub, TEACHER, "command -v nbgrader")
@@ -660,12 +807,8 @@ def test_classroom_on_jupyterhub(request):
         mark('student 2')
         # --- student 2, on the command line: a wrong answer (forward skips the projection)
         _nbgrader(STUDENT2, ["fetch_assignment", ASSIGNMENT], hub, "student")
-        edit = ("import json, sys; p = sys.argv[1]; nb = json.load(open(p))\n"
-                "[c.update(source=sys.argv[3]) for c in nb['cells']"
-                " if c['metadata'].get('nbgrader', {}).get('grade_id') == sys.argv[2]]\n"
-                "json.dump(nb, open(p, 'w'), indent=1)")
         nb2 = hh.home(STUDENT2) / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-        hh.run_as(STUDENT2, [str(venv / "bin" / "python"), "-c", edit, str(nb2), grade_id, wrong], env2)
+        hh.run_as(STUDENT2, [str(venv / "bin" / "python"), "-c", _EDIT, str(nb2), grade_id, wrong], env2)
         _nbgrader(STUDENT2, ["submit", ASSIGNMENT], hub, "student")
 
         mark('privacy')
@@ -748,7 +891,9 @@ def test_classroom_on_jupyterhub(request):
         assert float(g2["score"]) < float(g2["max_score"]), f"student 2 (no projection) got full marks: {g2}"
         # sizing: the teacher's server after a formgrader autograde (the button's API: the grading
         # template stays in the server for the next one), with every process of the teacher counted
-        xsrf = next((c["value"] for c in tctx.cookies() if c["name"] == "_xsrf"), "")
+        # the server's own _xsrf cookie (the grading service's page, which the lab extension asks, sets one too)
+        xsrf = next((c["value"] for c in tctx.cookies() if c["name"] == "_xsrf"
+                     and c["path"].rstrip("/") == f"/user/{TEACHER}"), "")
         r = tp.request.post(f"{hub.url}/user/{TEACHER}/formgrader/api/submission/{ASSIGNMENT}/{STUDENT1}/autograde",
                             headers={"X-XSRFToken": xsrf}, timeout=600_000)
         assert r.status == 200 and r.json().get("success"), f"the formgrader's autograde failed: {r.status} {r.text()[:2000]}"
@@ -806,6 +951,122 @@ def test_classroom_on_jupyterhub(request):
         s1.goto(f"{hub.url}/user/{STUDENT1}/files/{ASSIGNMENT}/feedback/{fb1[0].parent.name}/{ASSIGNMENT}.html")
         s1.wait_for_load_state()
         _shot(s1, "8-student-feedback-html")
+        mark("grading on submit")
+        # --- grading on submit (the grading service, hub/README.md): the hub runs it as the teacher
+        # on their course folder; the config turned it on for GRADED and EXAM before the hub started.
+        # The teacher releases both; student 2 joins the class (the students' group: no restart)
+        # and logs in. Both fetch GRADED and press Submit (student 1 right, student 2 wrong): each
+        # sees their own score in JupyterLab's Grading panel, no command, no reload.
+        for a in (GRADED, EXAM):
+            _nbgrader(TEACHER, ["generate_assignment", a], hub, "teacher", cwd=course)
+            _nbgrader(TEACHER, ["release_assignment", a], hub, "teacher", cwd=course)
+        subprocess.run(["usermod", "-a", "-G", GROUP, STUDENT2], check=True)
+        s2ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+        s2 = _login(s2ctx, hub, STUDENT2, passwords[STUDENT2])
+        s1.goto(f"{hub.url}/user/{STUDENT1}/lab")       # back from the feedback page
+        s1.locator("#jp-main-dock-panel").wait_for(state="visible", timeout=120_000)
+        g_id, g_right, g_wrong = _graded_answers()
+        for page, user, answer in ((s1, STUDENT1, g_right), (s2, STUDENT2, g_wrong)):
+            _open_assignments(page)
+            _fetch(page, GRADED)
+            hh.run_as(user, [str(venv / "bin" / "python"), "-c", _EDIT,
+                             str(hh.home(user) / GRADED / f"{GRADED}.ipynb"), g_id, answer], env1)
+        key = {STUDENT1: _submit(s1, inbound, STUDENT1, GRADED), STUDENT2: _submit(s2, inbound, STUDENT2, GRADED)}
+        # the hub stops right after the submissions land (the service stops with it), then starts
+        # again: each is graded once, whatever it was at the stop (not yet seen, queued, being
+        # graded: then its grading was cut and is done again, its second attempt; already graded)
+        hub.stop_hub()
+        service = lambda: _pids(TEACHER, "tinygpt-grading-service") + _pids(TEACHER, "tinygpt_course.service.web")
+        deadline = time.time() + 30          # its workers go when they see their parent gone
+        while service() and time.time() < deadline:
+            time.sleep(0.5)
+        assert not service(), f"the grading service outlived the hub: {service()}"
+        at_stop = {u: next((e["state"] for e in _queue(hub, course) if e["key"] == k), "not seen")
+                   for u, k in key.items()}
+        hub.start_hub()
+        entries = _wait_queue(hub, course, lambda es: all(
+            any(e["key"] == k and e["state"] == "graded" for e in es) for k in key.values()),
+            f"both submissions of {GRADED} graded after the hub's restart")
+        log = hub.log.read_text(errors="replace")
+        result = {}
+        for user, k in key.items():
+            e = _by_key(entries, k)
+            assert e["attempts"] == (2 if at_stop[user] == "grading" else 1), \
+                f"{user}'s submission ({at_stop[user]} at the stop) was claimed {e['attempts']} times: {e}"
+            graded = re.findall(rf"graded {user}/{GRADED} \(id {e['id']}\): .*", log)
+            assert len(graded) == 1 and "feedback released" in graded[0], \
+                f"{user}'s submission was graded (feedback released) {len(graded)} times: {graded}"
+            result[user] = e["result"]
+        r = hh.run_as(TEACHER, [str(venv / "bin" / "python"), "-c", _READ_GRADES, str(course / "gradebook.db"),
+                                COURSE_ID, GRADED], hub.role_env("teacher"))
+        book = json.loads(r.stdout)
+        assert book == {u: result[u]["total"] for u in key}, f"the gradebook {book} vs the queue {result}"
+        (a_score, a_max), (b_score, b_max) = result[STUDENT1]["total"], result[STUDENT2]["total"]
+        assert a_score == a_max == sum(notebooks.points(GRADED).values()), f"student 1 (right) got {a_score}/{a_max}"
+        assert b_score < b_max, f"student 2 (no mask) got full marks: {result[STUDENT2]}"
+        heads = {u: f"{GRADED}: graded: {_num(t[0])}/{_num(t[1])}" for u, t in
+                 ((u, result[u]["total"]) for u in key)}
+        for page, me, other in ((s1, STUDENT1, STUDENT2), (s2, STUDENT2, STUDENT1)):
+            text = _panel(page, heads[me])
+            for check, (got, most) in result[me]["scores"].items():
+                assert f"  {check}: {_num(got)}/{_num(most)}" in text.split("\n"), \
+                    f"{me}'s panel lacks {check} {got}/{most}:\n{text}"
+            assert heads[other] not in text, f"{me}'s Grading panel shows {other}'s score:\n{text}"
+            # the service's answer is theirs alone, whoever a request names; the queue page is the teachers'
+            r = page.request.get(f"{hub.url}/services/grading/api/mine?user={other}&student={other}")
+            assert r.status == 200, f"{me}'s api/mine answered {r.status}: {r.text()[:500]}"
+            mine = r.json()
+            assert mine["user"] == me and list(mine["assignments"]) == [GRADED], mine
+            assert mine["assignments"][GRADED]["total"] == result[me]["total"], mine
+            assert mine["assignments"][GRADED]["submitted"] == key[me].split("+")[2], mine
+            r = page.request.get(f"{hub.url}/services/grading/")
+            assert r.status == 403, f"{me} (a student) reads the teachers' queue page: {r.status}"
+            # the feedback the service released is theirs: fetched, it shows their score
+            _nbgrader(me, ["fetch_feedback", GRADED], hub, "student")
+            (html_page,) = (hh.home(me) / GRADED / "feedback").glob(f"*/{GRADED}.html")
+            m = re.search(r"Score:\s*([\d.]+)\s*/\s*([\d.]+)", html_page.read_text())
+            assert m and [float(m.group(1)), float(m.group(2))] == result[me]["total"], \
+                f"{me}'s feedback does not show their score {result[me]['total']}"
+        _shot(s2, "11-grading-panel-student2")
+        _shot(s1, "11-grading-panel")
+        shutil.copy(SHOTS / "hub-11-grading-panel.png", REPO / "docs" / "images" / "grading-panel.png")
+        print(f"hub grading on submit: at the hub's stop {at_stop}; graded once each after its restart: "
+              f"{STUDENT1} {a_score:g}/{a_max:g}, {STUDENT2} {b_score:g}/{b_max:g}")
+
+        # an exam: student 1 submits EXAM; the service grades it (the teacher has the score), the
+        # learner is told "received", nothing more
+        _fetch(s1, EXAM)
+        exam_key = _submit(s1, inbound, STUDENT1, EXAM)
+        entries = _wait_queue(hub, course, lambda es: any(e["key"] == exam_key and e["state"] == "graded" for e in es),
+                              f"student 1's {EXAM} (an exam) graded")
+        exam = _by_key(entries, exam_key)["result"]
+        assert exam["received_only"] and not exam["feedback"] and "total" in exam, exam
+        fed = sorted(p.name for p in feedback_x.iterdir())
+        assert len(fed) == 4, f"feedback in the exchange: multihead's two, head's two, none of the exam: {fed}"
+        mine = s1.request.get(f"{hub.url}/services/grading/api/mine").json()
+        assert mine["assignments"][EXAM] == {"state": "received", "submitted": exam_key.split("+")[2]}, mine
+        text = _panel(s1, f"{EXAM}: received")
+        assert [b for b in text.split("\n\n") if b.startswith(f"{EXAM}:")] == [f"{EXAM}: received"], \
+            f"the Grading panel shows more of the exam than that it was received:\n{text}"
+
+        # the rate limit: student 1's third grading of the day waits (HELD), and their panel says
+        # until when
+        third = _submit(s1, inbound, STUDENT1, GRADED)
+        entries = _wait_queue(hub, course, lambda es: any(e["key"] == third and e["state"] != "queued" for e in es),
+                              "student 1's third submission taken up by the service")
+        held = _by_key(entries, third)
+        assert held["state"] == "held" and held["not_before"] > time.time(), \
+            f"student 1's third submission of the day was not held: {held}"
+        # held by the day's limit: until tomorrow, so the panel gives the date with the time
+        day, hour = s1.evaluate("t => [new Date(t * 1000).toLocaleDateString(), new Date(t * 1000).toLocaleTimeString()]",
+                                held["not_before"])
+        text = _panel(s1, f"{GRADED}: waiting")
+        (line,) = [ln for ln in text.split("\n") if ln.startswith(f"{GRADED}: waiting")]
+        assert "graded from" in line and day in line and hour in line and heads[STUDENT1] not in text, \
+            f"the Grading panel does not say the held submission waits until {day} {hour}:\n{text}"
+        _shot(s1, "12-grading-held")
+        s2ctx.close()
+
         mark("what students cannot read")
         # --- item 1: every file of source/, tests/catalogue/ and docs/, by every path a student could
         # know: the hub's checkout, the venv (where an install could have put it), the teacher's home

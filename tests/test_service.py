@@ -14,8 +14,15 @@ the checked collect takes as the grader's). Then, on that one course:
 2. cat, dan and eve submit (eve's inbound folder then holds a symlink: not data); the service
    (one worker) is SIGKILLed while it grades cat, then started again: every submission waiting
    is graded exactly once, cat's again from the start, and eve's is flagged; `status` says so,
-   with eve's reason.
+   with eve's reason;
+3. ann submits again (a plain list now), fay a right answer whose kernel zeroes every other
+   learner's grades in the gradebook (the catalogue's attack), gus one whose model asks for 4 TB:
+   the service (two workers) grades them: fay's and gus's harm costs only their own grades (the
+   others' stay as graded, hal's right answer beside them gets full marks); ann's newer grade
+   replaces her first in the gradebook (what the formgrader shows); and the class report, built
+   now from what the service graded, says the same.
 """
+import csv
 import os
 import re
 import shutil
@@ -23,19 +30,19 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-import nbformat
 import pytest
 
 from tinygpt_course.service.queue import Queue, State
 from tinygpt_course.service.runner import QUEUE_FILE
 from tinygpt_course.testing import catalogue
-from tinygpt_course.testing.course import (autograded_notebooks, differences, env, gradebook_scores, make_course,
-                                           nbgrader, scores)
-from tinygpt_course.testing.notebooks import points, solution, with_answer
+from tinygpt_course.testing.course import (BIN, autograded_notebooks, differences, env, gradebook_scores, make_course,
+                                           nbgrader, scores, service_entries)
+from tinygpt_course.testing.notebooks import points, solution
+from tinygpt_course.testing.submissions import hand_in
 
-ANSWERS = {"ann": solution("multihead"), "bob": catalogue.answer("multihead", "06_plain_list"),
+ANSWERS = {"ann": solution("multihead"), "fay": catalogue.answer("multihead", "34_attack_gradebook_others"),
+           "gus": catalogue.answer("multihead", "22_runaway_memory"), "hal": solution("multihead"), "bob": catalogue.answer("multihead", "06_plain_list"),
            "cat": catalogue.answer("multihead", "02_right_loop_append"),
            "dan": catalogue.answer("multihead", "07_wrong_dim"), "eve": solution("multihead")}
 FULL = sum(points("multihead").values())
@@ -51,32 +58,19 @@ def _finish(proc, timeout=600):
     return proc.returncode, out
 
 
-def _submit(base, exchange, student):
-    """`nbgrader fetch_assignment` and `nbgrader submit` in the learner's own folder; the
-    inbound folder's name (submit's log names it)."""
-    home = base / "learners" / student
-    home.mkdir(parents=True)
-    (home / "nbgrader_config.py").write_text(
-        f"c = get_config()\nc.Exchange.root = {str(exchange)!r}\nc.CourseDirectory.course_id = 'tinygpt'\n"
-        f"c.Exchange.cache = {str(home / 'cache')!r}\n")
-    nbgrader(home, "fetch_assignment", "multihead", "--student", student)
-    nb = home / "multihead" / "multihead.ipynb"
-    answer = ANSWERS[student]
-    nbformat.write(with_answer(nb, getattr(answer, "code", answer)), nb)
-    if student == "bob":            # a page of his own beside the notebook: his, never released
-        (nb.parent / "notes.html").write_text("<p>bob's notes</p>")
-    done = nbgrader(home, "submit", "multihead", "--student", student)
-    return Path(re.search(r"Destination: (.+)", done.stderr)[1].strip()).name
+def _submit(base, exchange, student, answer=None):
+    """The learner hands in ANSWERS[student] (or `answer`) from their own folder; the inbound
+    folder's name."""
+    answer = ANSWERS[student] if answer is None else answer
+    extra = {"notes.html": "<p>bob's notes</p>"} if student == "bob" else None    # his, never released
+    return hand_in(base / "learners" / student, exchange, student, getattr(answer, "code", answer), extra=extra)
 
 
 def _expected(student):
-    answer = ANSWERS[student]
-    return answer.expect if isinstance(answer, catalogue.Answer) else points("multihead")
+    return catalogue.expected_points(ANSWERS[student], "multihead")
 
 
-def _entries(course):
-    with Queue(str(course / QUEUE_FILE)) as queue:
-        return {e.student: e for e in queue.entries()}
+_entries = service_entries
 
 
 @pytest.fixture(scope="module")
@@ -247,3 +241,67 @@ def test_a_submission_still_being_written_is_queued_once_it_is_whole(tmp_path):
     (inbound / f"bob+multihead+{stamp}").symlink_to(folder)
     service.scan()
     assert sorted(e.student for e in service.queue.entries()) == ["ann", "bob"]
+
+
+AGAIN = catalogue.answer("multihead", "06_plain_list")       # ann's second submission
+
+
+@pytest.fixture(scope="module")
+def harmful(restarted):
+    """ann again, fay (an attack on the gradebook), gus (runaway memory), hal (right): `run
+    --once --jobs 2`; then the class report."""
+    base, course, exchange = restarted["base"], restarted["course"], restarted["exchange"]
+    with open(course / "nbgrader_config.py", "a") as f:     # ann's second grading may come within a minute
+        f.write("\nc.GradingService.per_minute = 10\n")
+    before = {s: scores(course, "multihead", s) for s in ("bob", "cat", "dan")}
+    first_ann = gradebook_submission(course, "ann")
+    keys = {"ann": _submit(base, exchange, "ann", AGAIN)}
+    keys.update({s: _submit(base, exchange, s) for s in ("fay", "gus", "hal")})
+    code, out = _finish(_service(course, "run", "--once", "--jobs", "2"))
+    assert code == 0, out[-4000:]
+    report = subprocess.run([str(BIN / "tinygpt-class-report"), "multihead", "--quiet", "--course-dir", str(course)],
+                            env=env(), capture_output=True, text=True, timeout=300)
+    return {**restarted, "keys": keys, "out": out, "before": before, "first_ann": first_ann, "report": report}
+
+
+def gradebook_submission(course, student):
+    """The timestamp of `student`'s multihead submission in the gradebook (the one it keeps)."""
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return gb.find_submission("multihead", student).timestamp
+
+
+def test_harm_costs_only_the_harmful_learners_own_grades(harmful):
+    course, entries = harmful["course"], _entries(harmful["course"])
+    for student in ("fay", "gus", "hal"):
+        assert (entries[student].state, entries[student].attempts) == (State.GRADED, 1), harmful["out"][-3000:]
+        got = scores(course, "multihead", student)
+        assert {k: got[k] for k in _expected(student)} == _expected(student), student
+    assert scores(course, "multihead", "hal") == points("multihead")          # beside the harm, full marks
+    assert {s: scores(course, "multihead", s) for s in ("bob", "cat", "dan")} == harmful["before"], \
+        "a learner's grades changed when another's submission was graded"
+
+
+def test_a_newer_submission_replaces_the_grade_the_formgrader_shows(harmful):
+    course = harmful["course"]
+    with Queue(str(course / QUEUE_FILE)) as queue:
+        ann = queue.entries(student="ann")
+    assert [(e.state, e.key) for e in ann][-1] == (State.GRADED, harmful["keys"]["ann"])
+    assert len([e for e in ann if e.state is State.GRADED]) == 2
+    got = scores(course, "multihead", "ann")
+    assert {k: got[k] for k in AGAIN.expect} == AGAIN.expect and got != points("multihead")
+    newer = gradebook_submission(course, "ann")
+    assert newer > harmful["first_ann"], "the gradebook keeps ann's first submission"
+
+
+def test_the_class_report_is_built_from_what_the_service_graded(harmful):
+    report = harmful["report"]
+    assert report.returncode == 0, report.stderr[-3000:]
+    course = harmful["course"]
+    with open(course / "reports" / "multihead-learners.csv", newline="") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    assert set(rows) >= {"ann", "bob", "cat", "dan", "fay", "gus", "hal"}
+    for student, row in rows.items():
+        if student in ANSWERS and student != "eve":
+            assert float(row["score"]) == sum(scores(course, "multihead", student).values()), student
+    assert float(rows["ann"]["score"]) == sum(AGAIN.expect.values())

@@ -299,6 +299,22 @@ def test_over_the_limit_may_be_refused_with_the_time_to_wait(path):
     assert q.claim("service").id == again.id
 
 
+@pytest.mark.parametrize("refuse", [False, True])
+def test_the_services_settings_are_the_queues(tmp_path, refuse):
+    """c.GradingService in nbgrader_config.py sets the queue it grades from: the limits, the tries,
+    and whether what is over the limit is kept (HELD) or REFUSED."""
+    from traitlets.config import Config
+    from tinygpt_course.service.runner import GradingService
+    config = Config()
+    config.GradingService.update(per_minute=2, per_day=7, max_attempts=3, refuse_over_limit=refuse)
+    queue = GradingService(str(tmp_path), config=config).queue
+    try:
+        assert queue.limits == ((2, 60), (7, 86400)) and queue.max_attempts == 3
+        assert queue.refuse_over_limit is refuse
+    finally:
+        queue.close()
+
+
 BAD = [("student", "../alice"), ("student", "alice bob"), ("student", ""), ("student", "a" * 65),
        ("student", "alïce"), ("student", None), ("assignment", "he+ad"), ("assignment", "head\n"),
        ("key", "a/b"), ("key", ".."), ("key", "a\x00b"), ("key", "a\nb"), ("key", "a\tb"), ("key", "a\x1b[2J"),

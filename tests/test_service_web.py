@@ -90,7 +90,7 @@ def serve(hub):
     loops = []
 
     def start(course, teachers=("teacher",), received_only=None):
-        received = web.received_only_of(str(course)) if received_only is None else received_only
+        received = received_only            # None: the course's config, read again as it changes (as the hub runs it)
         ready, where = threading.Event(), {}
 
         def run():
@@ -251,3 +251,35 @@ def test_the_lab_panel_shows_the_answer_as_bounded_text(base):
                      ".map(([n, v]) => grading.lines(n, v))))", forged)
     assert out[0][0] == "?[2J" + "x" * 96 + ": graded: ?/?" and len(out[0]) == 1 + 50
     assert out[1] == ["exam: received"] and out[2] == ["odd: unknown"]
+
+
+def test_an_exam_set_after_the_page_started_is_received_only(tmp_path, serve):
+    """The hub starts the page before the teacher's first log-in makes the course folder: an exam
+    listed in nbgrader_config.py later is hidden from then on, with no restart."""
+    q = Queue(str(tmp_path / QUEUE_FILE), per_minute=None, per_day=None)
+    _add(q, "dan", "quiz", 7)
+    q.close()
+    TOKENS["dan-token"] = {"kind": "user", "name": "dan", "scopes": [SCOPE]}
+    page, fixed = serve(tmp_path), serve(tmp_path, received_only=())       # fixed: the config read once, at start
+    assert mine(page, "dan-token")["assignments"]["quiz"]["state"] == "queued"     # no config yet: not an exam
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\nc.GradingService.received_only = ['quiz']\n")
+    assert mine(page, "dan-token")["assignments"] == {"quiz": {"state": "received", "submitted": STAMP.format(7)}}
+    assert mine(fixed, "dan-token")["assignments"]["quiz"]["state"] == "queued"  # the defence off: its place shows
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config(\n")          # caught mid-edit: as it was
+    assert mine(page, "dan-token")["assignments"]["quiz"]["state"] == "received"
+
+
+def test_a_held_submission_says_when_with_the_date_unless_today():
+    """A day's limit holds until tomorrow: its time alone ("graded from 09:12") would say this morning."""
+    out = grading_js("const now = Date.now() / 1000; console.log(JSON.stringify(["
+                     "grading.lines('a', {state: 'held', not_before: now + 60})[0],"
+                     "grading.lines('b', {state: 'held', not_before: now + 2 * 86400})[0],"
+                     "grading.lines('c', {state: 'refused', not_before: now + 2 * 86400})[0],"
+                     "new Date((now + 2 * 86400) * 1000).toLocaleDateString(),"
+                     "new Date((now + 60) * 1000).toLocaleDateString(),"
+                     "new Date((now + 60) * 1000).toDateString() === new Date().toDateString()]))", {})
+    today, later, refused, day_after, this_day, same_day = out
+    assert later.startswith("b: waiting") and day_after in later, later
+    assert refused.startswith("c: not graded") and day_after in refused, refused
+    if same_day:                                            # not a minute before midnight
+        assert today.startswith("a: waiting") and this_day not in today, today

@@ -11,7 +11,15 @@ const isObject = v => typeof v === 'object' && v !== null && !Array.isArray(v);
 const text = v => String(v).replace(/[\u0000-\u001f\u007f]/g, '?').slice(0, MAX_TEXT);
 const num = v => (typeof v === 'number' && isFinite(v) ? String(Math.round(v * 100) / 100) : '?');
 const pair = v => (Array.isArray(v) && v.length === 2 ? `${num(v[0])}/${num(v[1])}` : '?/?');
-const time = s => (typeof s === 'number' && isFinite(s) ? new Date(s * 1000).toLocaleTimeString() : 'later');
+// when a held submission may be graded: its time, and its date too unless it is today (a day's
+// limit holds until tomorrow: "from 09:12" alone would say this morning)
+const time = s => {
+  if (typeof s !== 'number' || !isFinite(s)) {
+    return 'later';
+  }
+  const when = new Date(s * 1000);
+  return when.toDateString() === new Date().toDateString() ? when.toLocaleTimeString() : when.toLocaleString();
+};
 
 // The service's URL on this hub: <hub base>services/grading/, from JupyterLab's hubPrefix
 // ("/hub/", "/base/hub/"); null outside a hub (course.sh lab: no service).

@@ -79,8 +79,9 @@ def run(course, args):
     if not (service.assignments or service.received_only):
         nothing = (f"{PROG}: no assignment to grade: list them in nbgrader_config.py, e.g. "
                    "c.GradingService.assignments = ['head', 'multihead']")
-        if os.environ.get("JUPYTERHUB_SERVICE_NAME") and not args.once:
-            # a hub's service: exiting would have the hub start it again at once, for ever
+        if (os.environ.get("JUPYTERHUB_SERVICE_NAME") or os.environ.get("KUBERNETES_SERVICE_HOST")) and not args.once:
+            # a hub's service or a Kubernetes pod: exiting would have the hub (the Deployment)
+            # start it again at once, for ever
             log.error("%s; waiting until stopped (restart the hub after setting them)", nothing)
             while True:
                 signal.pause()          # SIGTERM: _stop

@@ -10,7 +10,7 @@ the kernel template and keeps `c.GradingService.jobs` grading workers forked fro
    (service.queue: each once, a newer submission superseding the older one still waiting);
 2. **claim** the oldest due entry (the queue applies the per-learner rate limit) for an idle
    worker; the queue never hands out two submissions of one learner's assignment at once;
-3. in the worker (``grade_submission``), that learner alone: **collect** that one inbound
+3. in the worker (grade.py, ``grade_submission``), that learner alone: **collect** that one inbound
    submission (``OneSubmission``, CheckedCollect: copied by handle, data only, refused if not
    the student's); **autograde** it with tinygpt-grade-class's own step (classroom.worker.grade:
    `nbgrader autograde <a> --student <s> --force` in-process, the course's config: the same
@@ -32,10 +32,10 @@ import sys
 import time
 from dataclasses import dataclass
 
-from traitlets import Float, Integer, List, Unicode
+from traitlets import Bool, Float, Integer, List, Unicode
 from traitlets.config import LoggingConfigurable
 
-from ..grading.exchange import CheckedCollect
+from .grade import Job, Outcome, _remove, _shown, _warm_feedback, serve
 from .queue import BadName, Queue
 
 QUEUE_FILE = "grading_service.sqlite"       # in the course folder: the queue, the teacher's
@@ -68,6 +68,10 @@ class GradingService(LoggingConfigurable):
         "Gradings of one learner's submissions a minute, at most; more wait (HELD).")).tag(config=True)
     per_day = Integer(20, help=(
         "Gradings of one learner's submissions a day, at most; more wait (HELD).")).tag(config=True)
+    refuse_over_limit = Bool(False, help=(
+        "What happens to a submission over the rate limit: False, it is kept (HELD) and graded at "
+        "the time the limit names; True, it is REFUSED, and the learner is told when they may "
+        "submit again.")).tag(config=True)
     max_attempts = Integer(2, help=(
         "Times a submission is tried before it is FLAGGED for the teacher (a crash, a time-out, a "
         "submission that is not data).")).tag(config=True)
@@ -78,28 +82,25 @@ class GradingService(LoggingConfigurable):
         self.queue = queue if queue is not None else self.open_queue()
         self.owner = owner_id(os.getpid())
         self.seen = set()            # inbound names looked at already
+        self.burst = None            # GradingBurst, made at start()
         self.pool = None
 
     def open_queue(self):
         """The course's queue (QUEUE_FILE in the course folder), with this service's limits."""
         return Queue(os.path.join(self.course, QUEUE_FILE), per_minute=self.per_minute, per_day=self.per_day,
-                     max_attempts=self.max_attempts)
+                     max_attempts=self.max_attempts, refuse_over_limit=self.refuse_over_limit)
 
     # --- the parent: notice, claim, hand out, record ---------------------------------------
 
     def start(self, coursedir):
         """Make ready to grade: read where the exchange is, prepare every assignment's checks
         (the solution run once, here), start the kernel template and the workers."""
-        from nbgrader.exchange.default.exchange import Exchange
-
         from ..classroom.cli import default_jobs, jobs_for_cores, memory_budget
         from ..classroom.pool import WorkerPool
         from ..classroom.submissions import prepare_checks
         from ..grading.sandbox import Sandbox
         config = coursedir.course_config
-        self.coursedir = coursedir
-        self.enabled = set(self.assignments) | set(self.received_only)
-        self.inbound = os.path.join(Exchange(config=config).root, coursedir.course_id, "inbound")
+        self.locate(coursedir)
         self.log_dir = os.path.join(self.course, LOG_FOLDER)
         os.makedirs(self.log_dir, exist_ok=True)
         jobs = self.jobs or jobs_for_cores(default_jobs(), memory_budget(None)[0])[0]
@@ -111,9 +112,18 @@ class GradingService(LoggingConfigurable):
         _warm_feedback()
         self.pool = WorkerPool(jobs, self.submission_timeout or None,
                                serve=functools.partial(serve, lessons=tuple(sorted(self.enabled))))
+        from .burst import GradingBurst      # past one pod: the overflow to an Indexed Job (off by default)
+        self.burst = GradingBurst(self, config=config, log=self.log)
         self.log.info("grading %s as submitted (%s received only), %d at a time; inbound: %s",
                       ", ".join(sorted(self.assignments)) or "nothing",
                       ", ".join(sorted(self.received_only)) or "none", jobs, self.inbound)
+
+    def locate(self, coursedir):
+        """What to grade and where it arrives: the assignments turned on, the inbound folder."""
+        from nbgrader.exchange.default.exchange import Exchange
+        self.coursedir = coursedir
+        self.enabled = set(self.assignments) | set(self.received_only)
+        self.inbound = os.path.join(Exchange(config=coursedir.course_config).root, coursedir.course_id, "inbound")
 
     def run(self, coursedir, once=False):
         """Grade until stopped; with once, what is waiting now (due), then return."""
@@ -121,16 +131,23 @@ class GradingService(LoggingConfigurable):
         for entry in recovered:
             self.log.warning("back in the queue: %s/%s (id %d): the service stopped while grading it",
                              entry.student, entry.assignment, entry.id)
+        # what arrived while the service was down is queued before the slow start (the checks'
+        # solutions run, the workers): the learners' Grading panels say "queued" meanwhile
+        self.locate(coursedir)
+        self.scan()
         self.start(coursedir)
         try:
             while True:
                 self.scan()
                 self.hand_out()
-                if once and not self.pool.busy():
+                self.burst.step()
+                if once and not self.pool.busy() and not self.burst.busy():
                     return
                 for finished in self.pool.wait(self.poll_interval):
                     self.finish(finished)
         finally:
+            if self.burst is not None:
+                self.burst.close()
             self.pool.close()
 
     def scan(self):
@@ -285,221 +302,3 @@ def lock(course, wait=LOCK_WAIT):
                 os.close(fd)
                 return None
             time.sleep(0.2)
-
-
-def _shown(text, cap=200):
-    from ..grading.submission_tree import shown
-    return shown(str(text), cap)
-
-
-def _remove(path):
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass
-
-
-# --- a worker: one submission, start to end -------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Job:
-    """One submission for a worker to grade."""
-    entry_id: int
-    student: str
-    assignment: str
-    key: str                 # its inbound folder's name
-    submitted: str           # its timestamp, as the name says it
-    feedback: bool           # generate and release the feedback (not for received_only)
-    db_url: str
-    course_id: str
-    log: str                 # the logs' path, without ending
-
-    def logs(self):
-        """Its steps' logs: collect; autograde (classroom.worker.grade's); feedback and release."""
-        return [self.log + ".collect.log", self.log + ".autograde.log", self.log + ".feedback.log"]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How a submission's grading went: kind "graded" (result: the queue's), "refused" (the
-    submission is not data, or not the student's) or "failed"; reason: what the teacher reads."""
-    kind: str
-    result: dict = None
-    reason: str = None
-
-
-class OneSubmission(CheckedCollect):
-    """CheckedCollect of the one inbound submission named `key`: the service grades what it
-    queued, never another submission of that learner in its place (CheckedCollect alone falls
-    back to the one before a refused one)."""
-
-    def __init__(self, key, **kwargs):
-        super().__init__(**kwargs)
-        self.key = key
-
-    def _preferred(self, records):
-        return [r for r in records if r["filename"] == self.key]
-
-
-def _warm_feedback():
-    """Import what generate_feedback uses, here, once: the forked workers inherit it."""
-    import nbconvert  # noqa: F401
-    from nbgrader.converters import GenerateFeedback  # noqa: F401
-
-
-def _warm_zygotes(assignments):
-    """Start this worker's re-run zygote for each lesson now, not in the first learner's wait."""
-    from ..grading.rerun import _server
-    from ..checks.protocol import load_lesson
-    for assignment in assignments:
-        try:
-            load_lesson(assignment)
-            _server([assignment], True)
-        except Exception:           # no lesson of that name, or no zygote: it starts when needed
-            pass
-
-
-def serve(conn, index, lessons=()):
-    """A service worker (forked by WorkerPool): tinygpt-grade-class's worker loop
-    (classroom.worker.serve: its slot's sandbox uid, the gradebook lock), each Job graded by
-    grade_submission and answered with its Outcome, its re-run zygote for each of `lessons`
-    started before the first."""
-    from ..classroom.worker import serve as worker_loop
-    worker_loop(conn, index, handle=grade_submission, name="tgs-worker", warm=lambda: _warm_zygotes(lessons))
-
-
-class _App:
-    """nbgrader's app for `nbgrader <argv>`, as the command line makes it (the course's
-    nbgrader_config.py read), in this process; cleared on leaving."""
-
-    def __init__(self, *argv):
-        self.argv = list(argv)
-
-    def __enter__(self):
-        from nbgrader.apps.nbgraderapp import NbGraderApp
-        NbGraderApp.clear_instance()
-        self.top = NbGraderApp.instance()
-        try:
-            self.top.initialize(self.argv)
-        except BaseException:
-            self.__exit__()
-            raise
-        return self.top.subapp
-
-    def __exit__(self, *exc):
-        from nbgrader.apps.nbgraderapp import NbGraderApp
-        if getattr(self.top, "subapp", None) is not None:      # a fresh one for the next command
-            type(self.top.subapp).clear_instance()
-        NbGraderApp.clear_instance()
-        return False
-
-
-def _run(*argv):
-    """`nbgrader <argv>` in this process: its exit status."""
-    from jupyter_core.application import NoStart
-    try:
-        with _App(*argv) as app:
-            app.start()
-    except NoStart:
-        return 0
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return 0
-
-
-def collect(job):
-    """Collect the job's one inbound submission into submitted/<student>/<assignment>: None, or
-    why not (an Outcome)."""
-    from nbgrader.auth import Authenticator
-    from nbgrader.exchange import ExchangeError
-    from nbgrader.utils import parse_utc
-    with _App("collect", job.assignment, "--student", job.student, "--update") as app:
-        app.coursedir.assignment_id = job.assignment         # what the app's start() would set
-        step = OneSubmission(job.key, coursedir=app.coursedir, authenticator=Authenticator(parent=app), parent=app)
-        try:
-            step.start()
-        except ExchangeError as exc:
-            return Outcome("failed", reason=f"nbgrader collect failed: {_shown(exc)}")
-        refused = dict(step.refused).get(job.key)
-        if refused is not None:
-            return Outcome("refused", reason=f"not collected: {refused}")
-        folder = app.coursedir.format_path(app.coursedir.submitted_directory, job.student, job.assignment)
-        there = app.coursedir.get_existing_timestamp(folder) if os.path.isdir(folder) else None
-    if not any(r["filename"] == job.key for r in step.src_records) and there is None:
-        return Outcome("failed", reason="the submission is no longer in the exchange's inbound folder")
-    if there != parse_utc(job.submitted):
-        return Outcome("failed", reason=f"submitted/{job.student}/{job.assignment} holds another submission "
-                                        f"({there}), not this one")
-    return None
-
-
-def gradebook_result(job):
-    """(the queue's result, the submission's notebook names) from the gradebook. The result:
-    {"scores": {grade id: [score, max]}, "total": [score, max]}, a notebook's name before each
-    grade id when the assignment has several."""
-    from nbgrader.api import Gradebook
-    with Gradebook(job.db_url, job.course_id) as gb:
-        sub = gb.find_submission(job.assignment, job.student)
-        several = len(sub.notebooks) > 1
-        got = {(f"{nb.name}/{g.name}" if several else g.name): [g.score, g.max_score]
-               for nb in sub.notebooks for g in nb.grades}
-        return {"scores": got, "total": [sub.score, sub.max_score]}, [nb.name for nb in sub.notebooks]
-
-
-def release(job, notebooks):
-    """Release the job's student's feedback alone (CheckedReleaseFeedback); whether the page of
-    each of `notebooks` that has one is in the exchange now (and one at least)."""
-    from nbgrader.auth import Authenticator
-    from nbgrader.utils import notebook_hash
-
-    from ..grading.exchange import SECRET_BYTES, CheckedReleaseFeedback
-    with _App("release_feedback", job.assignment, "--student", job.student) as app:
-        app.coursedir.assignment_id = job.assignment
-        step = CheckedReleaseFeedback(coursedir=app.coursedir, authenticator=Authenticator(parent=app), parent=app)
-        step.start()
-        folder = app.coursedir.format_path(app.coursedir.feedback_directory, job.student, job.assignment)
-        with open(os.path.join(folder, "submission_secret.txt"), "rb") as f:
-            secret = f.read(SECRET_BYTES).decode()
-        pages = [name for name in notebooks if os.path.isfile(os.path.join(folder, f"{name}.html"))]
-        released = [os.path.join(step.dest_path, f"{notebook_hash(secret=secret, notebook_id=name)}.html")
-                    for name in pages]
-        return bool(pages) and all(os.path.isfile(path) for path in released)
-
-
-def grade_submission(job):
-    """Collect, autograde, feed back one submission (in a worker); its Outcome."""
-    from ..classroom.pool import _error_lines
-    from ..classroom.worker import _redirect_output, grade
-    collect_log, autograde_log, feedback_log = job.logs()
-    step = "collect"
-    _redirect_output(collect_log)
-    try:
-        problem = collect(job)
-        if problem is not None:
-            return problem
-        step = "autograde"
-        code = grade(job.assignment, job.student, autograde_log)
-        _redirect_output(feedback_log)
-        if code != 0:
-            said = _error_lines(autograde_log, limit=1)
-            return Outcome("failed", reason=f"nbgrader autograde failed (exit {code})"
-                                            f"{': ' + _shown(said[-1]) if said else ''}")
-        result, notebooks = gradebook_result(job)
-        if not job.feedback:        # an exam's: no feedback; the learner is to see "received" only
-            return Outcome("graded", {**result, "feedback": False, "received_only": True})
-        step = "generate_feedback"
-        code = _run("generate_feedback", job.assignment, "--student", job.student, "--force")
-        if code != 0:
-            return Outcome("failed", reason=f"nbgrader generate_feedback failed (exit {code})")
-        step = "release_feedback"
-        if not release(job, notebooks):
-            return Outcome("failed", reason="the feedback was not released (the log says why)")
-        return Outcome("graded", {**result, "feedback": True})
-    except Exception as exc:        # a step's own error: this submission fails, the worker goes on
-        import traceback
-        traceback.print_exc()
-        return Outcome("failed", reason=f"{step}: {type(exc).__name__}: {_shown(exc)}")
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()

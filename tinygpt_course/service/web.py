@@ -191,7 +191,7 @@ class MineHandler(_Handler):
         name = self.name()
         queue = self.queue()
         try:
-            body = mine(queue, name, self.settings["received_only"])
+            body = mine(queue, name, self.settings["received_only"]())
         finally:
             if queue is not None:
                 queue.close()
@@ -214,9 +214,12 @@ class SummaryHandler(_Handler):
         self.finish(page)
 
 
-def make_app(course, teachers, received_only=(), hub_auth=None, prefix=None):
-    """The service's tornado application. hub_auth: a HubOAuth (None: from the environment the
-    hub gives a service, JUPYTERHUB_*); prefix: where the proxy routes it ($JUPYTERHUB_SERVICE_PREFIX)."""
+def make_app(course, teachers, received_only=None, hub_auth=None, prefix=None):
+    """The service's tornado application. received_only: the exams (None: the course's
+    c.GradingService.received_only, read again whenever its nbgrader_config.py changes); hub_auth:
+    a HubOAuth (None: from the environment the hub gives a service, JUPYTERHUB_*); prefix: where
+    the proxy routes it ($JUPYTERHUB_SERVICE_PREFIX)."""
+    exams = ExamsOf(os.path.abspath(course)) if received_only is None else (lambda fixed=frozenset(received_only): fixed)
     prefix = prefix if prefix is not None else os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/grading/")
     if not prefix.endswith("/"):
         prefix += "/"
@@ -225,7 +228,7 @@ def make_app(course, teachers, received_only=(), hub_auth=None, prefix=None):
         (prefix, SummaryHandler),
         (prefix + "api/mine", MineHandler),
         (prefix + "oauth_callback", OAuthCallback),
-    ], course=os.path.abspath(course), teachers=frozenset(teachers), received_only=frozenset(received_only),
+    ], course=os.path.abspath(course), teachers=frozenset(teachers), received_only=exams,
         hub_auth=hub_auth, cookie_secret=os.urandom(32))
 
 
@@ -237,6 +240,31 @@ def received_only_of(course):
         return ()
     config = PyFileConfigLoader("nbgrader_config.py", path=course).load_config()
     return tuple(config.GradingService.get("received_only", ()))
+
+
+class ExamsOf:
+    """received_only_of(course), read again when nbgrader_config.py changes. The hub starts this
+    page at once, and the teacher's course folder is made at their first log-in: read once at the
+    start, an exam would show its score until the next restart of the hub."""
+
+    def __init__(self, course):
+        self.path = os.path.join(course, "nbgrader_config.py")
+        self.course, self.seen, self.exams = course, None, frozenset()
+
+    def __call__(self):
+        try:
+            st = os.stat(self.path)
+            now = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            now = None
+        if now != self.seen:
+            try:
+                self.exams = frozenset(received_only_of(self.course))
+            except Exception as exc:        # caught mid-edit: keep what it said before, try again
+                app_log.error("%s cannot be read: %s", self.path, exc)
+                return self.exams
+            self.seen = now
+        return self.exams
 
 
 def _names(text):
@@ -254,7 +282,7 @@ def main(argv=None):
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     course = os.path.abspath(args.course_dir)
     url = urllib.parse.urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10102"))
-    app = make_app(course, args.teachers, received_only_of(course))
+    app = make_app(course, args.teachers)
     app.listen(url.port, url.hostname or "127.0.0.1", xheaders=True)
     print(f"grading service page for {course} on {url.hostname}:{url.port}", file=sys.stderr, flush=True)
     # the hub stops a service with SIGINT, then SIGTERM 30 s later: stop at the first, even when

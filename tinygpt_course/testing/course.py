@@ -171,3 +171,11 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def service_entries(course):
+    """The grading service's queue in `course`, read: {student: their latest entry}."""
+    from ..service.queue import Queue
+    from ..service.runner import QUEUE_FILE
+    with Queue(str(Path(course) / QUEUE_FILE)) as queue:
+        return {e.student: e for e in queue.entries()}

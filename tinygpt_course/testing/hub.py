@@ -292,7 +292,7 @@ class Hub:
     """JupyterHub (hub/jupyterhub_config.py) with configurable-http-proxy on free loopback ports."""
 
     def __init__(self, venv: Path, state: Path, exchange: Path, teachers, student_group: str, log: Path,
-                 checkout: Path, memory_mb: int):
+                 checkout: Path, memory_mb: int, grading: bool = False):
         self.venv, self.state, self.exchange, self.log = venv, state, exchange, log
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -315,6 +315,10 @@ class Hub:
             "TINYGPT_LEARNER_MEMORY_MB": str(memory_mb),
             "TINYGPT_SERVER_LOGS": str(state / "server-logs"),   # not the machine's /var/log/tinygpt
             "TINYGPT_CULL_TIMEOUT": "0",            # no idle culler until the test's culler stage
+            # grading on submit (hub/README.md): the runner and its page as the first teacher; the
+            # page on a free port (the default, 10102, may be taken on a shared machine)
+            "TINYGPT_GRADING_SERVICE": "on" if grading else "off",
+            "TINYGPT_GRADING_PORT": str(free_port()),
         }
         # TINYGPT_HUB_TEST_CONFIG: another config file (to check that the test catches a broken one)
         self.config = os.environ.get("TINYGPT_HUB_TEST_CONFIG", str(checkout / "hub" / "jupyterhub_config.py"))

@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 
 # what bench/grade_class.py reads from here besides the class itself
-from .course import REPO, autograded_notebooks, differences, env, gradebook_scores, make_course, totals  # noqa: F401
+from .course import (REPO, autograded_notebooks, differences, env, gradebook_scores, make_course,  # noqa: F401
+                     nbgrader, totals)
 from .notebooks import cell, source_path, without_markers
 
 ASSIGNMENT = "multihead"
@@ -93,3 +94,28 @@ def failed_students(output):
     as a sorted list; [] when the summary names none."""
     m = re.search(r"^tinygpt-grade-class: failed: (.+?) \(", output, re.M)
     return sorted(m[1].split(", ")) if m else []
+
+
+def hand_in(home, exchange, student, answer, assignment="multihead", course_id="tinygpt", extra=None):
+    """A learner without a Unix user hands in: in a folder of their own, `home` (made at their
+    first hand-in: their nbgrader config naming `exchange` and an exchange cache of their own,
+    the assignment fetched with the real `nbgrader fetch_assignment`), the answer cell's code
+    replaced by `answer`, `extra` ({file name: text}) written beside the notebook, then the real
+    `nbgrader submit --student`. Returns the inbound folder's name (submit's log names it)."""
+    import nbformat
+
+    from .notebooks import with_answer
+    home = Path(home)
+    if not (home / "nbgrader_config.py").exists():
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "nbgrader_config.py").write_text(
+            f"c = get_config()\nc.Exchange.root = {str(exchange)!r}\nc.CourseDirectory.course_id = {course_id!r}\n"
+            f"c.Exchange.cache = {str(home / 'cache')!r}\n")
+        nbgrader(home, "fetch_assignment", assignment, "--student", student)
+    nb = home / assignment / f"{assignment}.ipynb"
+    nbformat.write(with_answer(nb, answer), nb)
+    for name, text in (extra or {}).items():
+        (nb.parent / name).write_text(text)
+    done = nbgrader(home, "submit", assignment, "--student", student)
+    return re.search(r"Destination: (.+)", done.stderr)[1].strip().rsplit("/", 1)[-1]
+
