@@ -49,6 +49,22 @@ def measure_floor():
         km.shutdown_kernel(now=True)
 
 
+def tree_pss(top):
+    """The memory of a process (psutil.Process) and all its descendants: their proportional set
+    sizes added up, so a page the forks share counts once in all (bytes; 0 once it is gone)."""
+    try:
+        procs = [top] + top.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return 0
+    pss = 0
+    for p in procs:
+        try:
+            pss += p.memory_full_info().pss
+        except psutil.Error:
+            pass
+    return pss
+
+
 class Watch(threading.Thread):
     """While a command runs: peak memory of it and all its descendants (the sum of their
     proportional set sizes, sampled every 0.5 s), and a progress bar counting autograded notebooks."""
@@ -61,17 +77,7 @@ class Watch(threading.Thread):
 
     def run(self):
         while not self.done.wait(0.5):
-            try:
-                procs = [self.proc] + self.proc.children(recursive=True)
-            except psutil.NoSuchProcess:
-                continue
-            pss = 0
-            for p in procs:     # proportional set size: a page shared by forks counts once in all
-                try:
-                    pss += p.memory_full_info().pss
-                except psutil.Error:
-                    pass
-            self.peak = max(self.peak, pss)
+            self.peak = max(self.peak, tree_pss(self.proc))
             self.bar.update(self.graded() - self.bar.n)
 
     def graded(self):

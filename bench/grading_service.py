@@ -46,7 +46,7 @@ import psutil
 from nbgrader.utils import notebook_hash
 from tqdm import tqdm
 
-from grade_class import cpu_group, timed        # this folder is sys.path[0] when run as a script
+from grade_class import cpu_group, timed, tree_pss        # this folder is sys.path[0] when run as a script
 from tinygpt_course.service.queue import Queue, State
 from tinygpt_course.service.runner import QUEUE_FILE
 from tinygpt_course.testing import submissions as subs
@@ -154,21 +154,11 @@ class Service:
         return usage(self.group)
 
     def memory(self):
-        """The service's memory now: the proportional set sizes of it and all its processes
-        (workers, kernel templates, kernels, sandboxes) added up, so a page the forks share
-        counts once in all (bytes)."""
+        """The service's memory now (workers, kernel templates, kernels, sandboxes): tree_pss."""
         try:
-            top = psutil.Process(self.proc.pid)
-            procs = [top] + top.children(recursive=True)
+            return tree_pss(psutil.Process(self.proc.pid))
         except psutil.NoSuchProcess:
             return 0
-        pss = 0
-        for p in procs:
-            try:
-                pss += p.memory_full_info().pss
-            except psutil.Error:
-                pass
-        return pss
 
     def stop(self):
         if self.proc.poll() is None:

@@ -70,8 +70,6 @@ def _expected(student):
     return catalogue.expected_points(ANSWERS[student], "multihead")
 
 
-_entries = service_entries
-
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
@@ -103,7 +101,7 @@ def graded(tmp_path_factory):
 
 def test_each_learner_is_graded_and_fetches_their_own_feedback(graded):
     course, exchange = graded["course"], graded["exchange"]
-    entries = _entries(course)
+    entries = service_entries(course)
     assert sorted(entries) == ["ann", "bob"], graded["out"][-3000:]
     for student, entry in entries.items():
         assert (entry.state, entry.attempts, entry.key) == (State.GRADED, 1, graded["keys"][student]), entry
@@ -162,7 +160,7 @@ def restarted(graded):
     try:
         deadline = time.monotonic() + 300
         collected = course / "submitted" / "cat" / "multihead"
-        while not ((cat := _entries(course).get("cat")) and cat.state is State.GRADING and collected.exists()):
+        while not ((cat := service_entries(course).get("cat")) and cat.state is State.GRADING and collected.exists()):
             if first.poll() is not None or time.monotonic() > deadline:      # cut short: what it said
                 os.killpg(first.pid, signal.SIGKILL)
                 pytest.fail(f"cat was not being graded:\n{_finish(first)[1][-3000:]}")
@@ -170,7 +168,7 @@ def restarted(graded):
         workers = _children(first.pid)
         os.kill(first.pid, signal.SIGKILL)
         killed = _finish(first)[1]
-        while_killed = _entries(course)
+        while_killed = service_entries(course)
         deadline = time.monotonic() + 60
         while [p for p in workers if _running(p)] and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -194,7 +192,7 @@ def test_a_killed_service_grades_every_waiting_submission_exactly_once(restarted
     assert "graded cat/" not in restarted["killed"], "cat was graded before the kill: nothing was cut short"
     assert restarted["after_kill"] == {"running": [], "autograded": False}, \
         "a worker of the killed service graded on: the next service would grade cat beside it"
-    entries = _entries(course)
+    entries = service_entries(course)
     assert "back in the queue: cat/multihead" in restarted["out"], restarted["out"][-3000:]
     # cat: claimed once by the killed service, once after; dan: once; ann and bob: not again
     assert {s: (e.state, e.attempts) for s, e in entries.items()} == {
@@ -272,7 +270,7 @@ def gradebook_submission(course, student):
 
 
 def test_harm_costs_only_the_harmful_learners_own_grades(harmful):
-    course, entries = harmful["course"], _entries(harmful["course"])
+    course, entries = harmful["course"], service_entries(harmful["course"])
     for student in ("fay", "gus", "hal"):
         assert (entries[student].state, entries[student].attempts) == (State.GRADED, 1), harmful["out"][-3000:]
         got = scores(course, "multihead", student)

@@ -102,8 +102,6 @@ def _expected(student):
     return catalogue.expected_points(ANSWERS[student], "multihead")
 
 
-_entries = service_entries
-
 
 def _run_until_settled(base, course, students, fail_shard=-1, timeout=900):
     """The hooked service until every entry of `students` is GRADED or FLAGGED; its output,
@@ -115,7 +113,7 @@ def _run_until_settled(base, course, students, fail_shard=-1, timeout=900):
     deadline = time.monotonic() + timeout
     try:
         while True:
-            entries = _entries(course) if (course / QUEUE_FILE).exists() else {}
+            entries = service_entries(course) if (course / QUEUE_FILE).exists() else {}
             if all(s in entries and entries[s].state in (State.GRADED, State.FLAGGED) for s in students):
                 break
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -128,7 +126,7 @@ def _run_until_settled(base, course, students, fail_shard=-1, timeout=900):
             proc.kill()
             proc.communicate()
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    return out, calls, _entries(course)
+    return out, calls, service_entries(course)
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +190,7 @@ def test_the_job_leaves_nothing_behind(burst_run):
 
 def test_a_failed_shard_sends_its_learners_back_to_the_queue(burst_run):
     base, course, exchange = burst_run["base"], burst_run["course"], burst_run["exchange"]
-    before = _entries(course)
+    before = service_entries(course)
     # four: the one worker takes eve, the burst the two beyond its next (fay and gus, one in each
     # shard: the whole submitted class is dealt in turn), and shard 1 fails
     new = ("eve", "fay", "gus", "hal")

@@ -65,9 +65,11 @@ class GradingService(LoggingConfigurable):
         "Seconds between two looks at the exchange's inbound folder (a look reads its names "
         "only).")).tag(config=True)
     per_minute = Integer(1, help=(
-        "Gradings of one learner's submissions a minute, at most; more wait (HELD).")).tag(config=True)
+        "Gradings of one learner's submissions a minute, at most; more wait (HELD), or are "
+        "refused (refuse_over_limit).")).tag(config=True)
     per_day = Integer(20, help=(
-        "Gradings of one learner's submissions a day, at most; more wait (HELD).")).tag(config=True)
+        "Gradings of one learner's submissions a day, at most; more wait (HELD), or are "
+        "refused (refuse_over_limit).")).tag(config=True)
     refuse_over_limit = Bool(False, help=(
         "What happens to a submission over the rate limit: False, it is kept (HELD) and graded at "
         "the time the limit names; True, it is REFUSED, and the learner is told when they may "
@@ -93,14 +95,13 @@ class GradingService(LoggingConfigurable):
     # --- the parent: notice, claim, hand out, record ---------------------------------------
 
     def start(self, coursedir):
-        """Make ready to grade: read where the exchange is, prepare every assignment's checks
-        (the solution run once, here), start the kernel template and the workers."""
+        """Make ready to grade (after locate): prepare every assignment's checks (the solution
+        run once, here), start the kernel template and the workers."""
         from ..classroom.cli import default_jobs, jobs_for_cores, memory_budget
         from ..classroom.pool import WorkerPool
         from ..classroom.submissions import prepare_checks
         from ..grading.sandbox import Sandbox
         config = coursedir.course_config
-        self.locate(coursedir)
         self.log_dir = os.path.join(self.course, LOG_FOLDER)
         os.makedirs(self.log_dir, exist_ok=True)
         jobs = self.jobs or jobs_for_cores(default_jobs(), memory_budget(None)[0])[0]

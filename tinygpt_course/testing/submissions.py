@@ -9,10 +9,12 @@ import json
 import re
 from pathlib import Path
 
+import nbformat
+
 # what bench/grade_class.py reads from here besides the class itself
 from .course import (REPO, autograded_notebooks, differences, env, gradebook_scores, make_course,  # noqa: F401
                      nbgrader, totals)
-from .notebooks import cell, source_path, without_markers
+from .notebooks import cell, source_path, with_answer, without_markers
 
 ASSIGNMENT = "multihead"
 KINDS = ("right", "summed", "plainlist", "unanswered")
@@ -102,9 +104,6 @@ def hand_in(home, exchange, student, answer, assignment="multihead", course_id="
     the assignment fetched with the real `nbgrader fetch_assignment`), the answer cell's code
     replaced by `answer`, `extra` ({file name: text}) written beside the notebook, then the real
     `nbgrader submit --student`. Returns the inbound folder's name (submit's log names it)."""
-    import nbformat
-
-    from .notebooks import with_answer
     home = Path(home)
     if not (home / "nbgrader_config.py").exists():
         home.mkdir(parents=True, exist_ok=True)
