@@ -178,3 +178,72 @@ def test_one_head_explorer_is_compact():
     assert apart(heat[0], bars[0]) and apart(heat[0], colour_bar) and apart(colour_bar, bars[0])
     assert all(0 <= v and v + d <= 1 for r in (heat[0], bars[0], colour_bar) for v, d in ((r[0], r[2]), (r[1], r[3])))
     assert plots.layout(2)[0][1] * plots.DPI > 500
+
+
+def figure_the_obvious_way(weights, letters, position):
+    """The explorer's figure made afresh with plain matplotlib calls, one artist after another:
+    the reference the kept Picture (axes made once, refilled per drawing) must draw exactly."""
+    import numpy as np
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    from tinygpt_course import plots
+
+    weights = np.asarray(weights, dtype=np.float32)
+    n, T = len(weights), len(letters)
+    size, heat_rects, bar_rects, colour_bar = plots.layout(n)
+    fig = Figure(figsize=size, dpi=plots.DPI)
+    for i, w in enumerate(weights):
+        ax = fig.add_axes(heat_rects[i])
+        image = ax.imshow(np.where(~np.tri(T, dtype=bool), np.nan, w), vmin=0, vmax=1, cmap="viridis")
+        for r in range(T):
+            for c in range(r + 1):
+                ax.text(c, r, f"{w[r, c]:.2f}", ha="center", va="center", fontsize=8,
+                        color="black" if w[r, c] > 0.6 else "white")
+        ax.add_patch(Rectangle((-0.5, position - 0.5), T, 1, fill=False, edgecolor="crimson", lw=2.5))
+        ax.set_title(f"head {i + 1}", y=1)
+        ax.set_xticks(range(T), [f"{c}\n{t}" for t, c in enumerate(letters)])
+        ax.set_yticks(range(T), [f"{t} {c}" for t, c in enumerate(letters)])
+        ax.set_xlabel("looks at")
+        if i == 0:
+            ax.set_ylabel("position that looks")
+        bars = fig.add_axes(bar_rects[i])
+        row = w[position, : position + 1]
+        drawn = bars.bar(range(position + 1), row, color=image.cmap(image.norm(row)), edgecolor="crimson")
+        bars.bar_label(drawn, labels=[f"{v:.3f}" for v in row], fontsize=8)
+        if position < T - 1:
+            bars.axvspan(position + 0.5, T - 0.5, color="0.93")
+        bars.set_xlim(-0.5, T - 0.5)
+        bars.set_ylim(0, 1.12)
+        bars.set_xticks(range(T), letters)
+        bars.set_title(f"head {i + 1} at position {position} ({letters[position]}) takes", fontsize=10, y=1)
+    fig.colorbar(image, cax=fig.add_axes(colour_bar), label="attention weight (one scale)")
+    return fig
+
+
+def test_kept_picture_draws_each_drawing_as_a_fresh_figure_would():
+    """picture_png refills one kept figure per shape (its axes and ticks are made once): every
+    drawing, whatever came before it (more bars, other letters, other weights), must have the
+    pixels of the same figure made afresh, and of the obvious way's."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from tinygpt_course import plots
+
+    def pixels(data):
+        return np.asarray(Image.open(io.BytesIO(data)).convert("RGBA"))
+
+    plain, with_newline = list("abcdefgh"), [plots.show_letter(ch) for ch in "ee\njaele"]
+    # position 7 (8 bars, no shaded future) before 0 (1 bar, shaded), letters and weights changing
+    for n_heads, letters, position in [(2, plain, 7), (2, with_newline, 0), (1, with_newline, 7),
+                                       (2, with_newline, 3), (1, plain, 0), (4, with_newline, 5)]:
+        weights = synthetic_weights(n_heads) if letters is plain else synthetic_weights(n_heads).flip(0)
+        kept = pixels(plots.picture_png(weights, letters, position))
+        fresh = pixels(plots.png(plots.figure(weights, letters, position)))
+        reference = pixels(plots.png(figure_the_obvious_way(weights, letters, position)))
+        assert kept.shape == reference.shape and (kept == reference).all(), \
+            f"kept picture of {n_heads} heads at {position} differs from the obvious way's"
+        assert (fresh == reference).all(), f"figure() of {n_heads} heads at {position} differs"
+    assert set(plots._pictures) == {(1, 8), (2, 8), (4, 8)}, "one kept picture per shape"

@@ -1,8 +1,30 @@
 """The sandboxed re-run server: one job cannot reach the next, nor outlast its limit. Fast."""
+import os
+
 import pytest
 
 from tinygpt_course.grading.rerun import rerun
 from tinygpt_course.grading.sandbox import Sandbox
+
+
+@pytest.fixture(params=["started", "spawned"])
+def zygotes(request):
+    """Each job's zygote started on its own (`python -m tinygpt_course.rerun.server`), or forked by
+    this process's spawner (a class run's): the same defences either way."""
+    from tinygpt_course.grading import rerun as module
+
+    def clear():
+        for server in module._servers.values():
+            server.close()
+        module._servers.clear()
+        if module._spawner is not None:
+            module._spawner.close()
+            module._spawner = None
+    clear()
+    if request.param == "spawned":
+        module.start_spawner()
+    yield request.param
+    clear()
 
 
 def report(answer, timeout=20, enabled=True):
@@ -33,7 +55,7 @@ raise Exception(f"planted file: {os.path.exists('/tmp/planted')}, other processe
 """
 
 
-def test_a_job_leaves_nothing_for_the_next():
+def test_a_job_leaves_nothing_for_the_next(zygotes):
     assert "planted" in report(PLANT)
     assert report(LOOK).endswith("planted file: False, other processes: 0")
 
@@ -67,7 +89,7 @@ def test_a_crash_is_reported_in_the_learners_terms():
 
 @pytest.mark.parametrize("answer", ["import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
                                     "import os, signal\nos.kill(1, signal.SIGKILL)"])
-def test_killing_the_server_costs_only_that_job(answer):
+def test_killing_the_server_costs_only_that_job(answer, zygotes):
     problem = report(answer)
     assert "re-run" in problem
     assert "planted file: False" in report(LOOK)        # a fresh server takes over
@@ -140,7 +162,7 @@ def two_jobs(first, second, fresh, setup=()):
 
 
 @pytest.mark.parametrize("fresh", ON_OFF)
-def test_the_heap_holds_no_earlier_job(fresh):
+def test_the_heap_holds_no_earlier_job(fresh, zygotes):
     got = two_jobs(HOLDER, HEAP_SEARCH, fresh).record["init_error"]
     assert ("heap holds: []" in got) == fresh, got
     if not fresh:
@@ -148,7 +170,7 @@ def test_the_heap_holds_no_earlier_job(fresh):
 
 
 @pytest.mark.parametrize("fresh", ON_OFF)
-def test_the_previous_reply_is_not_there_to_take(fresh):
+def test_the_previous_reply_is_not_there_to_take(fresh, zygotes):
     from tinygpt_course.grading.lesson import read_lesson
     from tinygpt_course.testing.notebooks import source_path
     setup = read_lesson(source_path("multihead")).setup
@@ -165,7 +187,7 @@ def test_the_previous_reply_is_not_there_to_take(fresh):
 
 
 @pytest.mark.parametrize("fresh", ON_OFF)
-def test_no_file_folder_or_shared_memory_is_left_for_the_next_job(fresh):
+def test_no_file_folder_or_shared_memory_is_left_for_the_next_job(fresh, zygotes):
     got = two_jobs(LEAVE, FIND, fresh).record["init_error"]
     if fresh:
         assert got.endswith("found: []"), got
@@ -307,3 +329,98 @@ def test_a_blank_answer_that_forges_its_record_scores_nothing(monkeypatch):
     assert {lesson.verdict(c, forged, ref).mistake for c in ("weight_count", "causal")} == {"not_computed"}
     monkeypatch.setattr(type(lesson), "anchored", False)
     assert passed(forged, ref) == ["causal", "shapes", "weight_count"]
+
+
+# --- a class run's zygotes are forks of one spawner (grading/rerun.py Spawner) ----------------------
+
+def zygote_pid(server):
+    """The pid of a RerunServer's zygote (a spawned one is known by its pidfd)."""
+    proc = server.proc
+    if getattr(proc, "pidfd", None) is None:
+        return proc.pid
+    with open(f"/proc/self/fdinfo/{proc.pidfd}") as f:
+        return int(next(ln.split()[1] for ln in f if ln.startswith("Pid:")))
+
+
+def parent_of(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(ln.split()[1] for ln in f if ln.startswith("PPid:")))
+
+
+def zygote_in_a_forked_worker(conn):
+    """A class-grading worker's view (forked after share): its job's record and its zygote's parent."""
+    from tinygpt_course.grading import rerun as module
+    got = report("raise Exception('from the worker')")
+    conn.send((got, parent_of(zygote_pid(module._servers[module._key(["multihead"], True)]))))
+
+
+def test_every_zygote_of_a_class_run_is_a_fork_of_the_spawner(zygotes):
+    """The grader's zygote (the solution's run) and a forked worker's both come from the spawner:
+    neither imports torch again. Without the spawner each is a process the grader started."""
+    import multiprocessing
+    from tinygpt_course.grading import rerun as module
+    assert "from the grader" in report("raise Exception('from the grader')")
+    mine = parent_of(zygote_pid(module._servers[module._key(["multihead"], True)]))
+    ctx = multiprocessing.get_context("fork")
+    module.share(ctx)
+    here, there = ctx.Pipe()
+    worker = ctx.Process(target=zygote_in_a_forked_worker, args=(there,))
+    worker.start()
+    got, theirs = here.recv()
+    worker.join(30)
+    assert "from the worker" in got
+    if zygotes == "spawned":
+        assert mine == theirs == module._spawner.proc.pid
+    else:
+        assert mine == os.getpid() and theirs == worker.pid
+
+
+@pytest.mark.parametrize("zygotes", ["spawned"], indirect=True)
+def test_a_spawner_that_died_costs_no_job(zygotes, caplog):
+    """The spawner killed: the next zygote is started as without one, with a warning."""
+    from tinygpt_course.grading import rerun as module
+    module._spawner.proc.kill()
+    module._spawner.proc.wait()
+    assert "still graded" in report("raise Exception('still graded')")
+    assert "starting a re-run zygote of its own" in caplog.text
+
+
+GRADER = """
+import os, sys
+from tinygpt_course.grading import rerun
+from tinygpt_course.grading.sandbox import Sandbox
+rerun.start_spawner()
+rerun.rerun(Sandbox(), "multihead", [], "raise Exception('x')", 1, 20)
+server = next(iter(rerun._servers.values()))
+with open(f"/proc/self/fdinfo/{server.proc.pidfd}") as f:
+    zygote = next(ln.split()[1] for ln in f if ln.startswith("Pid:"))
+print(rerun._spawner.proc.pid, zygote, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_killed_grader_leaves_no_spawner_nor_zygote(tmp_path):
+    """SIGKILL to the grader (the OOM killer): its spawner goes with it, and the zygotes with the spawner."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    grader = subprocess.Popen([sys.executable, "-c", GRADER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              cwd=tmp_path)
+    pids = [int(p) for p in grader.stdout.readline().split()]
+    assert len(pids) == 2 and all(os.path.exists(f"/proc/{p}") for p in pids)
+    grader.send_signal(signal.SIGKILL)
+    grader.wait()
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in pids if alive(p)]
+
+
+def alive(pid):
+    """Running, not a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

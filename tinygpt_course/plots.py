@@ -10,6 +10,8 @@ HTML) the same figure stays behind as a plain PNG.
 Drawing is most of a lesson's run time after `import torch`, so each position's figure is drawn
 once (the PNG twin and the widget share the first), on a fixed layout: measuring every label to
 place the axes (constrained layout) would cost a second pass over all the figure's texts.
+The figure's frame (axes, ticks, colour bar) is made once per shape and kept (`Picture`): each
+drawing only fills in the weights, letters and position.
 """
 import gc
 import io
@@ -19,6 +21,7 @@ import ipywidgets as widgets
 import numpy as np
 import torch
 from IPython.display import Image, display, update_display
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure  # not pyplot: the inline backend must not show it twice
 from matplotlib.patches import Rectangle
 
@@ -91,43 +94,88 @@ def layout(n):
                  cb_length / CB_ASPECT, cb_length))
 
 
+class Picture:
+    """The explorer's figure for `n` heads and `T` letters, made once and drawn again and again.
+
+    Its axes, their ticks and the colour bar cost about as much CPU as drawing the whole figure,
+    and they do not depend on the weights: they are made here, once. show() fills in the rest
+    (the cells' colours and numbers, the letters, the highlighted row, the bars). Drawn on a kept
+    Picture or on a new one, the PNG is the same, byte for byte (tests/test_plots.py checks).
+    """
+
+    def __init__(self, n, T):
+        size, heat_rects, bar_rects, colour_bar = layout(n)
+        self.fig = Figure(figsize=size, dpi=DPI)
+        self.canvas = FigureCanvasAgg(self.fig)     # kept: its renderer remembers text sizes
+        self.heat, self.bars, self.images, self.cells, self.rows = [], [], [], [], []
+        for i in range(n):
+            ax = self.fig.add_axes(heat_rects[i])
+            image = ax.imshow(np.full((T, T), np.nan), vmin=0, vmax=1, cmap="viridis")
+            # one number in each cell a position can see (row r: columns 0..r), set by show()
+            cells = {(r, c): ax.text(c, r, "", ha="center", va="center", fontsize=8)
+                     for r in range(T) for c in range(r + 1)}
+            row = ax.add_patch(Rectangle((-0.5, -0.5), T, 1, fill=False, edgecolor="crimson",
+                                         lw=2.5))                   # the row the slider picked
+            ax.set_title(f"head {i + 1}", y=1)   # y given: no search for top tick labels to dodge
+            ax.set_xlabel("looks at")
+            if i == 0:
+                ax.set_ylabel("position that looks")
+            bars = self.fig.add_axes(bar_rects[i])
+            bars.set_xlim(-0.5, T - 0.5)
+            bars.set_ylim(0, 1.12)
+            for kept, part in ((self.heat, ax), (self.images, image), (self.cells, cells),
+                               (self.rows, row), (self.bars, bars)):
+                kept.append(part)
+        self.fig.colorbar(image, cax=self.fig.add_axes(colour_bar),
+                          label="attention weight (one scale)")
+        # At every drawing an axis measures its tick labels to put its label beyond them; an
+        # axis without a label (the bars', head 2's y) is given a fixed place for it instead.
+        for axis in (a for ax in self.fig.axes for a in (ax.xaxis, ax.yaxis)):
+            if not axis.label.get_text():
+                axis.set_label_coords(0.5, 0.5)
+
+    def show(self, weights, letters, position):
+        """Fill in one drawing: `weights` [n, T, T], one letter per position, the row shown."""
+        weights = np.asarray(weights, dtype=np.float32)  # matplotlib reads numpy, fastest
+        T = len(letters)
+        future = ~np.tri(T, dtype=bool)
+        for i, w in enumerate(weights):
+            self.images[i].set_data(np.where(future, np.nan, w))
+            for (r, c), text in self.cells[i].items():
+                text.set_text(f"{w[r, c]:.2f}")
+                text.set_color("black" if w[r, c] > 0.6 else "white")
+            self.rows[i].set_y(position - 0.5)
+            self.heat[i].set_xticks(range(T), [f"{c}\n{t}" for t, c in enumerate(letters)])
+            self.heat[i].set_yticks(range(T), [f"{t} {c}" for t, c in enumerate(letters)])
+
+            # The bars change in number with the position: the last drawing's go, new ones come.
+            bars = self.bars[i]
+            for container in bars.containers[:]:           # the bars, out of ax.containers too
+                container.remove()
+            for artist in [*bars.patches, *bars.texts]:    # the shaded future, the bars' numbers
+                artist.remove()
+            row = w[position, : position + 1]
+            image = self.images[i]
+            drawn = bars.bar(range(position + 1), row, color=image.cmap(image.norm(row)),
+                             edgecolor="crimson")
+            bars.bar_label(drawn, labels=[f"{v:.3f}" for v in row], fontsize=8)
+            if position < T - 1:                             # the future this position cannot see
+                bars.axvspan(position + 0.5, T - 0.5, color="0.93")
+            bars.set_xticks(range(T), letters)
+            bars.set_title(f"head {i + 1} at position {position} ({letters[position]}) takes",
+                           fontsize=10, y=1)
+        return self.fig
+
+    def png(self, weights, letters, position):
+        self.show(weights, letters, position)
+        buffer = io.BytesIO()
+        self.canvas.print_png(buffer)
+        return buffer.getvalue()
+
+
 def figure(weights, letters, position):
     """The whole picture as a matplotlib Figure: heatmaps on top, row `position` as bars below."""
-    weights = np.asarray(weights, dtype=np.float32)   # matplotlib reads numpy, not tensors, fastest
-    n, T = len(weights), len(letters)
-    size, heat_rects, bar_rects, colour_bar = layout(n)
-    fig = Figure(figsize=size, dpi=DPI)
-    future = ~np.tri(T, dtype=bool)
-    for i, w in enumerate(weights):
-        ax = fig.add_axes(heat_rects[i])
-        image = ax.imshow(np.where(future, np.nan, w), vmin=0, vmax=1, cmap="viridis")
-        for r in range(T):
-            for c in range(r + 1):
-                ax.text(c, r, f"{w[r, c]:.2f}", ha="center", va="center", fontsize=8,
-                        color="black" if w[r, c] > 0.6 else "white")
-        ax.add_patch(Rectangle((-0.5, position - 0.5), T, 1, fill=False, edgecolor="crimson",
-                               lw=2.5))                     # the row the slider picked
-        ax.set_title(f"head {i + 1}", y=1)   # y given: no search for top tick labels to dodge
-        ax.set_xticks(range(T), [f"{c}\n{t}" for t, c in enumerate(letters)])
-        ax.set_yticks(range(T), [f"{t} {c}" for t, c in enumerate(letters)])
-        ax.set_xlabel("looks at")
-        if i == 0:
-            ax.set_ylabel("position that looks")
-
-        bars = fig.add_axes(bar_rects[i])
-        row = w[position, : position + 1]
-        drawn = bars.bar(range(position + 1), row, color=image.cmap(image.norm(row)),
-                         edgecolor="crimson")
-        bars.bar_label(drawn, labels=[f"{v:.3f}" for v in row], fontsize=8)
-        if position < T - 1:                                 # the future this position cannot see
-            bars.axvspan(position + 0.5, T - 0.5, color="0.93")
-        bars.set_xlim(-0.5, T - 0.5)
-        bars.set_ylim(0, 1.12)
-        bars.set_xticks(range(T), letters)
-        bars.set_title(f"head {i + 1} at position {position} ({letters[position]}) takes",
-                       fontsize=10, y=1)
-    fig.colorbar(image, cax=fig.add_axes(colour_bar), label="attention weight (one scale)")
-    return fig
+    return Picture(len(weights), len(letters)).show(weights, letters, position)
 
 
 @contextmanager
@@ -149,6 +197,21 @@ def png(fig):
     return buffer.getvalue()
 
 
+# One kept Picture for each shape (heads, letters) drawn in this process. The grading kernels'
+# template draws the lessons' shapes once (kernelfork/server.py), so each kernel forked from
+# it starts with the axes made and only fills them in.
+_pictures = {}
+
+
+def picture_png(weights, letters, position):
+    """The PNG of figure(weights, letters, position), drawn on the kept Picture of its shape."""
+    shape = (len(weights), len(letters))
+    if shape not in _pictures:
+        _pictures[shape] = Picture(*shape)
+    with _no_gc_pauses():
+        return _pictures[shape].png(weights, letters, position)
+
+
 class Explorer:
     """The figure for one window, drawn once for each position the slider picks."""
 
@@ -160,8 +223,7 @@ class Explorer:
 
     def png(self, position):
         if position not in self._pngs:
-            with _no_gc_pauses():
-                self._pngs[position] = png(figure(self.weights, self.letters, position))
+            self._pngs[position] = picture_png(self.weights, self.letters, position)
         return self._pngs[position]
 
     def widget(self, position):

@@ -161,8 +161,9 @@ def _main(argv, logs_base):
         # the kernel template imports torch, matplotlib, ipykernel and draws once (2 s of CPU):
         # started now, it does so on the other core while this process imports nbgrader, reads
         # the course and runs the solution, instead of after them
-        from tinygpt_course.grading import template
+        from tinygpt_course.grading import rerun, template
         template.start()
+        rerun.start_spawner()       # and the re-run zygotes' spawner (the solution's, the workers')
     from .lock import install_gradebook_lock
     from .outcome import report_integrity, report_problems
     from .pool import run_pool

@@ -94,6 +94,7 @@ class WorkerPool:
     """
 
     def __init__(self, size, limit_s=None, serve=None):
+        from ..grading.rerun import share as share_spawner
         from ..grading.template import TemplateUnavailable, share
         from .worker import serve as grade_serve
         self.ctx = multiprocessing.get_context("fork")
@@ -101,6 +102,7 @@ class WorkerPool:
             share(self.ctx)
         except TemplateUnavailable:
             pass        # each worker tries its own, or starts its kernels
+        share_spawner(self.ctx)     # and the re-run spawner, if this process started one
         self.serve, self.limit_s, self.workers = serve or grade_serve, limit_s, []
         # what this process holds (nbgrader's, torch's objects) out of the cyclic garbage
         # collector's sight: a worker's collections scan only what it made itself, instead of

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Bool
+from traitlets import Bool, DottedObjectName
 
 from .sandbox import Sandbox, sandbox_env
 from .template import TemplateUnavailable, start_forked, start_sandbox
@@ -98,6 +98,17 @@ class SandboxedKernelManager(AsyncKernelManager):
     _join_cgroups = True    # and this, to show that joining the sandbox's cgroups is what caps a forked kernel
     _by_handle = True       # and this, to show that connecting by handle is what keeps the grader out of host paths
     _handles = ()           # the O_PATH handles on the kernel's sockets
+
+    # ready when the kernel says it is idle, not after 0.2 s of quiet (grading/ready.py)
+    client_class = DottedObjectName("tinygpt_course.grading.ready.ReadyClient")
+
+    async def _async_finish_shutdown(self, waittime=None, pollinterval=0.1, restart=False):
+        """jupyter_client's, looking every 10 ms instead of 100 for the kernel to have ended
+        after its shutdown request: a sandboxed kernel ends in a few ms, and polling costs
+        nothing (a pidfd, or a child's wait)."""
+        await super()._async_finish_shutdown(waittime, min(pollinterval, 0.01), restart)
+
+    finish_shutdown = _async_finish_shutdown
 
     @property
     def sandbox(self):

@@ -22,10 +22,11 @@ own memory for it, 0.3 GB for a plain answer) and written whole to ``autograded/
 """
 import json
 
-from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.channels import AsyncZMQSocketChannel
 from nbformat import NotebookNode
 from traitlets import Type
+
+from .ready import ReadyClient
 
 MESSAGE_LIMIT = 2_000_000       # bytes of one message part (RobustExecute.message_limit)
 PREFIX = 1000                   # characters of a cut message's text kept before its note
@@ -105,8 +106,9 @@ class BudgetedChannel(AsyncZMQSocketChannel):
         return [self.session.sign(head), *head, *buffers]
 
 
-class BudgetedClient(AsyncKernelClient):
-    """The grading kernel's client: its shell and iopub messages are read through BudgetedChannel."""
+class BudgetedClient(ReadyClient):
+    """The grading kernel's client: its shell and iopub messages are read through BudgetedChannel
+    (and it is ready as soon as its kernel is: ReadyClient)."""
     shell_channel_class = Type(BudgetedChannel)
     iopub_channel_class = Type(BudgetedChannel)
 

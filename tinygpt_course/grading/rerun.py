@@ -1,7 +1,8 @@
 """The grader's side of the re-run: the re-run zygote, a fresh sandbox per job, the records.
 
-One zygote per grading process (a forked class-grading worker starts its own):
-``python -m tinygpt_course.rerun.server``, which imports torch and the extracts once and forks
+One zygote per grading process (a forked class-grading worker has its own; in a class run, a
+fork of the spawner below): ``python -m tinygpt_course.rerun.server``, which imports torch and
+the extracts once and forks
 a fresh worker per job before the job is read (see that module). Each job, the solution's run
 (tinygpt_course.grading.reference) as any learner's, gets a bubblewrap sandbox of its own,
 removed when the reply is in: no file, IPC object or process of one job is there for the next,
@@ -12,10 +13,20 @@ the lesson's table (``tinygpt_course.checks.<lesson>.schema``) before anything i
 record is not what the checks produce". ``pickled=True`` is that defence switched off (tests
 only): the record saved with torch.save and loaded with ``torch.load(weights_only=True)``, whose
 object graph may share its parts (a few KB that never finishes being hashed).
+
+A class run (tinygpt-grade-class, the grading service) starts a *spawner* first
+(:func:`start_spawner`, shared with the workers it forks by :func:`share`): a zygote of
+zygotes that has imported torch and every lesson's extract once and forks each process's
+zygote on request (:class:`Spawner`), instead of each starting its own and importing torch
+again (0.9 s of CPU each, measured). A process without one, or whose spawner failed, starts its
+zygote as before.
 """
 import io
 import logging
 import os
+import select
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -42,16 +53,149 @@ class ServerGone(RuntimeError):
     pass
 
 
+class Spawned:
+    """A zygote the spawner forked, where RerunServer keeps its Popen: the ends of its two pipes
+    and a pidfd (not our child: it has no exit status for us, 0 once it has ended)."""
+
+    def __init__(self, job_w, reply_r, pidfd):
+        self.stdin = os.fdopen(job_w, "wb", buffering=0)
+        self.stdout = os.fdopen(reply_r, "rb", buffering=0)
+        self.pidfd = pidfd
+
+    def poll(self):
+        if self.pidfd is None or select.select([self.pidfd], [], [], 0)[0]:
+            return 0
+        return None
+
+    def kill(self):
+        if self.pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def wait(self):
+        if self.pidfd is not None:
+            select.select([self.pidfd], [], [], 10)
+            os.close(self.pidfd)
+            self.pidfd = None
+        self.stdin.close()
+        self.stdout.close()
+        return 0
+
+
+class Spawner:
+    """``python -m tinygpt_course.rerun.server --spawner``: warm once, it forks a zygote per
+    request (two pipe ends and a log, passed over a Unix socket). Shared by forked workers
+    (:func:`share`), one request at a time, as the kernel template is."""
+
+    lock = None             # set when shared
+    failed = is_ready = False
+
+    def __init__(self):
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.log = tempfile.TemporaryFile()
+        self.owner = os.getpid()
+        self.proc = subprocess.Popen([sys.executable, "-m", "tinygpt_course.rerun.server", "--spawner"],
+                                     stdin=theirs, stdout=subprocess.DEVNULL, stderr=self.log,
+                                     env=sandbox_env({"MPLCONFIGDIR": _matplotlib_cache()}), cwd="/",
+                                     start_new_session=True)
+        theirs.close()
+
+    def ready(self):
+        """Wait until the spawner has said it is ready (once: a shared one is, before the fork)."""
+        if not self.is_ready:
+            self.sock.settimeout(READY_TIMEOUT)
+            if self.sock.recv(16) != b"ready":
+                raise ServerGone("the re-run spawner did not start")
+            self.is_ready = True
+
+    def spawn(self, reuse, log):
+        """A zygote forked by the spawner (Spawned), its stderr `log`; ServerGone if none came."""
+        job_r, job_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        fds = []
+        try:
+            if self.lock is not None and not self.lock.acquire(timeout=60):
+                raise ServerGone("the shared re-run spawner is held by a worker that died")
+            try:
+                self.ready()
+                self.sock.settimeout(30)
+                socket.send_fds(self.sock, [b"reuse" if reuse else b"fresh"], [job_r, reply_w, log.fileno()])
+                word, fds, _, _ = socket.recv_fds(self.sock, 16, 1)
+            finally:
+                if self.lock is not None:
+                    self.lock.release()
+            if word != b"spawned" or len(fds) != 1:
+                raise ServerGone(f"the re-run spawner answered {word!r}")
+        except (OSError, ServerGone) as exc:
+            self.failed = True
+            for fd in (job_w, reply_r, *fds):
+                os.close(fd)
+            raise ServerGone(f"the re-run spawner: {exc}") from None
+        finally:
+            os.close(job_r)
+            os.close(reply_w)
+        return Spawned(job_w, reply_r, fds[0])
+
+    def close(self):
+        self.sock.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+_spawner = None
+
+
+def start_spawner():
+    """Start this process's spawner now and go on (it imports torch beside the grader's work);
+    its zygotes serve this process and, once shared, the workers it forks."""
+    global _spawner
+    if _spawner is None or _spawner.failed or _spawner.proc.poll() is not None:
+        _spawner = Spawner()
+    return _spawner
+
+
+def share(ctx):
+    """This process's spawner, if it has one, for the processes it forks from now on (one request
+    at a time)."""
+    if _spawner is not None and not _spawner.failed:
+        try:
+            _spawner.ready()
+        except (OSError, ServerGone) as exc:
+            _spawner.failed = True
+            LOG.warning("the re-run spawner did not start (%s): each worker starts its own zygote", exc)
+            return
+        _spawner.lock = ctx.Lock()
+
+
+def _spawner_here():
+    """The spawner this process may use: its own, or the one its parent shared; else None."""
+    s = _spawner
+    if s is None or s.failed or (s.owner != os.getpid() and s.lock is None):
+        return None
+    return s
+
+
 class RerunServer:
     """The zygote. fresh=False is the defence switched off (tests only): the zygote reads every
     job itself, and every job runs in one sandbox kept for them all. Starting it does not wait
-    for it (it imports torch: a second of CPU); its first job waits until it is ready."""
+    for it (it imports torch: a second of CPU); its first job waits until it is ready. Forked by
+    this process's spawner where there is one, else started."""
 
     is_ready = False
 
     def __init__(self, lessons, fresh=True):
         self.fresh, self.kept = fresh, None
         self.log = tempfile.TemporaryFile()
+        spawner = _spawner_here()
+        if spawner is not None:
+            try:
+                self.proc = spawner.spawn(not fresh, self.log)
+                return
+            except ServerGone as exc:
+                LOG.warning("%s: starting a re-run zygote of its own", exc)
         argv = [sys.executable, "-m", "tinygpt_course.rerun.server", *lessons] + ([] if fresh else ["--reuse"])
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      env=sandbox_env({"MPLCONFIGDIR": _matplotlib_cache()}), cwd="/",

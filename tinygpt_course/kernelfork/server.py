@@ -48,8 +48,10 @@ def warm():
     # debugpy, imported below, checks its files at import and says so: not in every kernel's log
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     # Each kernel would import what it first uses, after the fork, every time: what ipykernel's
-    # set-up imports (its debugger: debugpy; IPython's history: sqlite3, its pdb; the reseed
-    # below: numpy.random; zmq's sender of large outputs), and what a lesson's first check
+    # set-up imports (its debugger: debugpy; IPython's history: sqlite3, its pdb, its object
+    # inspector; the reseed below: numpy.random; zmq's sender of large outputs), what a
+    # lesson's cells import (the reference record's reader: importlib.resources; tensors to
+    # numpy for the explorer: numpy.ctypeslib), and what a lesson's first check
     # imports (autograd's symbolic shapes and sympy, at the first backward pass given a
     # gradient, as the checks' gradients() is; the record's encoder: safetensors).
     # Measured: 0.3 s of CPU per kernel.
@@ -58,8 +60,11 @@ def warm():
                  "tornado.platform.asyncio", "zmq.utils.garbage",
                  "torch", "torch.fx.experimental.symbolic_shapes", "safetensors.torch",
                  "matplotlib.figure", "matplotlib.font_manager",           # loads the font list once
+                 "IPython.core.oinspect", "importlib.resources.readers", "numpy.ctypeslib",
                  "tinygpt_course.data", "tinygpt_course.checks.guard"):
         importlib.import_module(name)
+    # the names, read and checked once (every notebook's set-up cuts its batch from them)
+    importlib.import_module("tinygpt_course.data").get_batch()
     import numpy as np
     import tinygpt_course.checks
     from tinygpt_course import plots
@@ -68,9 +73,17 @@ def warm():
             lesson = importlib.import_module(f"tinygpt_course.checks.{info.name}")
             if importlib.util.find_spec(f"{lesson.__name__}.schema") is not None:
                 importlib.import_module(f"{lesson.__name__}.schema")     # the record's table
-    # one drawing of the explorer, on made-up weights: matplotlib's first drawing loads fonts
-    # and fills caches that every kernel would otherwise fill again (the pictures do not change)
-    plots.png(plots.figure(np.full((2, 8, 8), 0.125), list("abcdefgh"), 7))
+                # the checks' stored data (the solution's record, the documented printout),
+                # read once: installed for every learner, the same in every kernel
+                notebook = importlib.import_module("tinygpt_course.checks.notebook")
+                notebook.reference(info.name)
+                notebook.documented(info.name)
+    # one drawing of the explorer for each lesson's shape (head: 1 head; multihead, block: 2;
+    # 8 letters), on made-up weights: matplotlib's first drawing loads fonts and fills caches,
+    # and the kept figure of that shape (plots.Picture: its axes, ticks, colour bar) is made,
+    # which every kernel would otherwise make again (the pictures do not change)
+    for heads in (1, 2):
+        plots.picture_png(np.full((heads, 8, 8), 0.125), list("abcdefgh"), 7)
 
 
 def run_kernel(job):

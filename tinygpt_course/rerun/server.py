@@ -35,11 +35,21 @@ runner's process group are removed after it.
 ``--reuse`` is the defence switched off, for the tests that show what it stops: one worker
 reads every job and forks each runner from there, into one sandbox kept for every job (the
 design this replaced).
+
+``--spawner`` makes the zygote of zygotes a class run shares (:func:`spawn_loop`): it imports
+torch and every lesson's extract once, then, for each request on its control socket (two pipe
+ends and a log, passed as file descriptors), forks a zygote that serves those pipes exactly as a
+started one serves its stdin and stdout. A grading worker's zygote then costs a fork, not a
+second of CPU importing torch again, and its pages are the spawner's until written. The
+spawner reads no job either: only pipe ends.
 """
 import importlib
+import importlib.util
 import os
+import pkgutil
 import shutil
 import signal
+import socket
 import stat
 import sys
 import tempfile
@@ -217,25 +227,98 @@ def warm(lessons):
 
     from tinygpt_course.checks.common import compiled, error_text
     from tinygpt_course.checks.record import RecordRejected, encode
+    from tinygpt_course.data import get_batch
+    get_batch()         # the names, read and checked once: every job's set-up cuts its batch
     ENCODE, PICKLE, REJECTED, ERROR_TEXT, COMPILED = encode, torch.save, RecordRejected, error_text, compiled
     for name in lessons:               # the lessons' extract halves, imported once
         EXTRACTS[name] = importlib.import_module(f"tinygpt_course.checks.{name}.extract").extract
     LIBRARY = Library.take()
 
 
+def all_lessons():
+    """Every lesson with an extract half (tinygpt_course.checks.<lesson>.extract): what the
+    spawner warms, not knowing which lessons its class grades."""
+    import tinygpt_course.checks as checks
+    return sorted(m.name for m in pkgutil.iter_modules(checks.__path__)
+                  if m.ispkg and importlib.util.find_spec(f"tinygpt_course.checks.{m.name}.extract"))
+
+
+def serve_pipes(inp_fd, out_fd, reuse):
+    """Be a zygote on these two pipe ends: say ready, then serve() jobs until `inp_fd` ends."""
+    inp = os.fdopen(inp_fd, "rb", buffering=0, closefd=False)
+    out = os.fdopen(out_fd, "wb", buffering=0, closefd=False)
+    sys.stdout = sys.stderr                  # a stray print must never land in the replies
+    wire.write(out, {"status": "ready"}, b"")
+    serve(inp, out, handler(), reuse)
+
+
+def spawn_loop(ctl):
+    """The spawner: for each request on the control socket `ctl` (a word, "fresh" or "reuse",
+    with three descriptors: the job pipe's read end, the reply pipe's write end, a log), fork a
+    zygote serving them (serve_pipes, its stderr that log) and answer with a pidfd of it; end
+    when the grader hangs up. The spawner keeps none of the passed ends: a zygote sees the end
+    of its jobs when its grading worker closes the pipe or dies."""
+    import gc
+    gc.freeze()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)      # zygotes that end are reaped by the kernel
+    me = os.getpid()
+    while True:
+        try:
+            word, fds, _, _ = socket.recv_fds(ctl, 16, 3)
+        except OSError:
+            return
+        if not word:                                    # the grader hung up
+            return
+        if len(fds) != 3 or word not in (b"fresh", b"reuse"):
+            for fd in fds:
+                os.close(fd)
+            ctl.send(b"refused")
+            continue
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)   # serve() waits for its workers
+                ctl.close()
+                libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)     # gone with the spawner
+                if os.getppid() == me:
+                    os.dup2(fds[2], 2)
+                    null = os.open(os.devnull, os.O_RDWR)
+                    for fd in (0, 1):                   # nothing of the spawner's own stdio
+                        os.dup2(null, fd)
+                    os.close(null)
+                    os.close(fds[2])
+                    serve_pipes(fds[0], fds[1], word == b"reuse")
+                    code = 0
+            finally:
+                os._exit(code)
+        pidfd = os.pidfd_open(pid)
+        for fd in fds:
+            os.close(fd)
+        try:
+            socket.send_fds(ctl, [b"spawned"], [pidfd])
+        except OSError:
+            return
+        finally:
+            os.close(pidfd)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    reuse = "--reuse" in argv
+    reuse, spawner = "--reuse" in argv, "--spawner" in argv
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)     # gone with the grader
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)   # no ptrace, no /proc/<pid>/mem, for it and its forks
     if os.geteuid() == 0:
         os.setgroups([])                      # a root grader's groups stay here
+    if spawner:                               # stdin is the control socket
+        ctl = socket.socket(fileno=os.dup(0))
+        sys.stdout = sys.stderr
+        warm(all_lessons())
+        ctl.send(b"ready")
+        spawn_loop(ctl)
+        return
     warm([a for a in argv if not a.startswith("--")])
-    inp = os.fdopen(0, "rb", buffering=0, closefd=False)
-    out = os.fdopen(1, "wb", buffering=0, closefd=False)
-    sys.stdout = sys.stderr
-    wire.write(out, {"status": "ready"}, b"")
-    serve(inp, out, handler(), reuse)
+    serve_pipes(0, 1, reuse)
 
 
 if __name__ == "__main__":

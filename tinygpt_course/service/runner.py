@@ -108,6 +108,8 @@ class GradingService(LoggingConfigurable):
         if jobs > 1:        # the workers' kernels share the cores (classroom/cli.py says why)
             os.environ.setdefault("OMP_NUM_THREADS", str(max(1, default_jobs() // jobs)))
         Sandbox(config=config).check_workers(jobs)      # SandboxUnavailable: refuse before grading
+        from ..grading.rerun import start_spawner
+        start_spawner()     # every re-run zygote (the solutions', each worker's) a fork of one warm process
         for assignment in sorted(self.enabled):
             prepare_checks(coursedir, assignment)
         _warm_feedback()
