@@ -58,6 +58,10 @@ c.Autograde.autograde_preprocessors = [
 c.RobustExecute.timeout = 60               # seconds one cell may run
 c.IndependentChecks.timeout = 120          # seconds for the whole independent re-run
 c.Autograde.pre_convert_hook = pre_convert_hook   # broken or renamed notebooks still get a result
+# nbconvert checks the whole notebook against the format's schema after each of the two dozen
+# steps above: once after the last is enough (a notebook is still checked when read, and before
+# it is written; a step that broke it still fails it, named by the last step's name)
+c.Exporter.optimistic_validation = True
 
 # The sandbox every run of learner code goes through (bubblewrap; README "Grading sandbox").
 # Without bubblewrap grading refuses; c.Sandbox.enabled = False opts out (with a warning).

@@ -26,7 +26,11 @@ class RestoreHiddenTests(NbGraderPreprocessor):
         info = resources["nbgrader"]
         self._clear = ClearHiddenTests(parent=self)      # the delimiters the release was made with
         with Gradebook(info["db_url"]) as gb:
-            self._source_cell = lambda name: gb.find_source_cell(name, info["notebook"], info["assignment"])
+            try:        # the notebook's source cells, in one query (not one per cell)
+                cells = {c.name: c for c in gb.find_notebook(info["notebook"], info["assignment"]).source_cells}
+            except MissingEntry:
+                cells = {}
+            self._source_cell = cells.get
             for index, cell in enumerate(nb.cells):
                 nb.cells[index], resources = self.preprocess_cell(cell, resources, index)
         return nb, resources
@@ -40,9 +44,8 @@ class RestoreHiddenTests(NbGraderPreprocessor):
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id is None:
             return cell, resources
-        try:
-            source_cell = self._source_cell(grade_id)
-        except MissingEntry:
+        source_cell = self._source_cell(grade_id)
+        if source_cell is None:
             return cell, resources            # OverwriteCells reports it
         if source_cell.locked and cell.cell_type == source_cell.cell_type \
                 and self.released(source_cell) == cell.source:
