@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tinygpt_course.testing.course import REPO, load_script
+from tinygpt_course.testing.processes import running
 
 lc = load_script(REPO / "hub" / "learner_cgroup.py", "tinygpt_hub_learner_cgroup")
 
@@ -29,14 +30,6 @@ SPAWN = ("import subprocess, sys; p = subprocess.Popen(['sleep', '4243'], start_
          " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(p.pid)")
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-
-
 def _run(cgroup, code):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           preexec_fn=cgroup.enter if cgroup else None)
@@ -48,11 +41,11 @@ def test_kill_ends_setsid_children_and_without_the_cgroup_they_survive():
     try:
         inside = int(_run(cg, SPAWN).stdout)
         outside = int(_run(None, SPAWN).stdout)
-        assert _alive(inside) and _alive(outside)       # both outlived their parent
+        assert running(inside) and running(outside)       # both outlived their parent
         assert inside in cg.pids()
         assert inside in cg.kill()
-        assert not _alive(inside) and not any(Path(d).exists() for d in cg.dirs.values())
-        assert _alive(outside), "the process outside any learner's cgroup is not ours to kill"
+        assert not running(inside) and not any(Path(d).exists() for d in cg.dirs.values())
+        assert running(outside), "the process outside any learner's cgroup is not ours to kill"
     finally:
         os.kill(outside, signal.SIGKILL)
         cg.kill()
@@ -136,12 +129,12 @@ def test_the_v2_path_on_a_real_cgroup2_hierarchy():
     try:
         inside = int(_run(v2, SPAWN).stdout)
         outside = int(_run(None, SPAWN).stdout)
-        assert _alive(inside) and _alive(outside)
+        assert running(inside) and running(outside)
         assert inside in v2.pids() and outside not in v2.pids()
         assert f"0::/{Path(v2.dirs['unified']).relative_to(HYBRID_V2)}" in Path(f"/proc/{inside}/cgroup").read_text()
         assert inside in v2.kill()
-        assert not _alive(inside) and not Path(v2.dirs["unified"]).exists()
-        assert _alive(outside), "the process outside any learner's cgroup is not ours to kill"
+        assert not running(inside) and not Path(v2.dirs["unified"]).exists()
+        assert running(outside), "the process outside any learner's cgroup is not ours to kill"
         controllers = Path(HYBRID_V2, "cgroup.controllers").read_text().split()
         if "memory" not in controllers:
             with pytest.raises(RuntimeError, match="memory controller is not enabled"):

@@ -5,6 +5,7 @@ import pytest
 
 from tinygpt_course.grading.rerun import rerun
 from tinygpt_course.grading.sandbox import Sandbox
+from tinygpt_course.testing.processes import running
 
 
 @pytest.fixture(params=["started", "spawned"])
@@ -412,15 +413,6 @@ def test_a_killed_grader_leaves_no_spawner_nor_zygote(tmp_path):
     grader.send_signal(signal.SIGKILL)
     grader.wait()
     deadline = time.monotonic() + 10
-    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(running(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not [p for p in pids if alive(p)]
-
-
-def alive(pid):
-    """Running, not a zombie waiting to be reaped."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    assert not [p for p in pids if running(p)]

@@ -39,6 +39,7 @@ from tinygpt_course.testing import catalogue
 from tinygpt_course.testing.course import (BIN, autograded_notebooks, differences, env, gradebook_scores, make_course,
                                            nbgrader, scores, service_entries)
 from tinygpt_course.testing.notebooks import points, solution
+from tinygpt_course.testing.processes import running
 from tinygpt_course.testing.submissions import hand_in
 
 ANSWERS = {"ann": solution("multihead"), "fay": catalogue.answer("multihead", "34_attack_gradebook_others"),
@@ -143,13 +144,6 @@ def _children(pid):
     return found
 
 
-def _running(pid):
-    try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def restarted(graded):
     """cat, dan, eve submitted; the service SIGKILLed while grading cat; then `run --once`."""
@@ -170,10 +164,10 @@ def restarted(graded):
         killed = _finish(first)[1]
         while_killed = service_entries(course)
         deadline = time.monotonic() + 60
-        while [p for p in workers if _running(p)] and time.monotonic() < deadline:
+        while [p for p in workers if running(p)] and time.monotonic() < deadline:
             time.sleep(0.1)
         # what the killed service's processes did after it: nothing (they went with it)
-        after_kill = {"running": [p for p in workers if _running(p)],
+        after_kill = {"running": [p for p in workers if running(p)],
                       "autograded": (course / "autograded" / "cat" / "multihead" / "multihead.ipynb").exists()}
     finally:
         if first.poll() is None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tinygpt_course.testing.course import REPO
+from tinygpt_course.testing.processes import running
 
 SUPERVISE = REPO / "hub" / "supervise.py"
 # the stand-in hub: $1 a folder; each start appends its pid to starts, starts a "server" (sleep, a
@@ -76,28 +77,20 @@ def hub(tmp_path):
             pass
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
-
-
 def test_a_crashed_hub_is_started_again_and_sigterm_stops_it_alone(hub):
     start, d = hub
     sup = start(first_exit=1)                          # the first start crashes
     _until(lambda: len(_lines(d / "starts")) == 2, "a second start after the crash")
     server = int((d / "server").read_text())
     hub_pid = int(_lines(d / "starts")[-1])
-    _until(lambda: _alive(hub_pid) and len(_lines(d / "starts")) == 2, "the second start running")
+    _until(lambda: running(hub_pid) and len(_lines(d / "starts")) == 2, "the second start running")
     sup.send_signal(signal.SIGHUP)                     # restart now
     _until(lambda: len(_lines(d / "starts")) == 3, "a start after SIGHUP")
     assert _lines(d / "terms") == [str(hub_pid)], "SIGHUP must stop the running command with SIGTERM"
     sup.send_signal(signal.SIGTERM)
     assert sup.wait(30) == 0
     assert len(_lines(d / "terms")) == 2 and len(_lines(d / "starts")) == 3, "stopped, and not started again"
-    assert _alive(server), "the hub's servers (sessions of their own) must outlive the hub's stop"
+    assert running(server), "the hub's servers (sessions of their own) must outlive the hub's stop"
     log = (d / "supervise.log").read_text()
     assert "exited with status 1" in log and "restarting in 2 s" in log, log
 

@@ -28,14 +28,12 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 
 from .. import wire
 from ..checks.protocol import quote
-from .sandbox import sandbox_env
-from .template import TemplateUnavailable, _matplotlib_cache, start_sandbox
+from .template import TemplateUnavailable, start_sandbox, start_warm
 
 READY_TIMEOUT = 180
 LOG = logging.getLogger("tinygpt_course.rerun")     # what a job's sandbox writes to its output
@@ -96,10 +94,8 @@ class Spawner:
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.log = tempfile.TemporaryFile()
         self.owner = os.getpid()
-        self.proc = subprocess.Popen([sys.executable, "-m", "tinygpt_course.rerun.server", "--spawner"],
-                                     stdin=theirs, stdout=subprocess.DEVNULL, stderr=self.log,
-                                     env=sandbox_env({"MPLCONFIGDIR": _matplotlib_cache()}), cwd="/",
-                                     start_new_session=True)
+        self.proc = start_warm("tinygpt_course.rerun.server", "--spawner", stdin=theirs,
+                               stdout=subprocess.DEVNULL, stderr=self.log)
         theirs.close()
 
     def ready(self):
@@ -196,10 +192,8 @@ class RerunServer:
                 return
             except ServerGone as exc:
                 LOG.warning("%s: starting a re-run zygote of its own", exc)
-        argv = [sys.executable, "-m", "tinygpt_course.rerun.server", *lessons] + ([] if fresh else ["--reuse"])
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                     env=sandbox_env({"MPLCONFIGDIR": _matplotlib_cache()}), cwd="/",
-                                     start_new_session=True)
+        self.proc = start_warm("tinygpt_course.rerun.server", *lessons, *([] if fresh else ["--reuse"]),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
 
     def ready(self):
         """Wait until the zygote has said it is ready (once); ServerGone if it did not start."""

@@ -46,6 +46,15 @@ def _matplotlib_cache():
     return tempfile.mkdtemp(prefix="tinygpt-matplotlib-")
 
 
+def start_warm(module, *args, **streams):
+    """``python -m <module> <args>`` as every warm server is started (the kernel template, the
+    re-run zygote and its spawner): with the sandbox's environment and the kept matplotlib
+    folder, in /, in a session of its own; `streams` are Popen's stdin, stdout, stderr."""
+    return subprocess.Popen([sys.executable, "-m", module, *args],
+                            env=sandbox_env({"MPLCONFIGDIR": _matplotlib_cache()}), cwd="/",
+                            start_new_session=True, **streams)
+
+
 class KernelTemplate:
     """`python -m tinygpt_course.kernelfork.server`, started once per grading process, or once
     for a parent and the workers it forks (:func:`share`). Starting it does not wait for it:
@@ -57,10 +66,7 @@ class KernelTemplate:
     is_ready = False
 
     def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, "-m", "tinygpt_course.kernelfork.server"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     env=sandbox_env({"MPLCONFIGDIR": _matplotlib_cache()}),
-                                     cwd="/", start_new_session=True)
+        self.proc = start_warm("tinygpt_course.kernelfork.server", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def ready(self):
         """Wait until the template has said it is ready (once); TemplateUnavailable if it ended."""

@@ -68,6 +68,7 @@ def warm():
     import numpy as np
     import tinygpt_course.checks
     from tinygpt_course import plots
+    from tinygpt_course.checks import notebook
     for info in pkgutil.iter_modules(tinygpt_course.checks.__path__):
         if info.ispkg:
             lesson = importlib.import_module(f"tinygpt_course.checks.{info.name}")
@@ -75,7 +76,6 @@ def warm():
                 importlib.import_module(f"{lesson.__name__}.schema")     # the record's table
                 # the checks' stored data (the solution's record, the documented printout),
                 # read once: installed for every learner, the same in every kernel
-                notebook = importlib.import_module("tinygpt_course.checks.notebook")
                 notebook.reference(info.name)
                 notebook.documented(info.name)
     # one drawing of the explorer for each lesson's shape (head: 1 head; multihead, block: 2;

@@ -9,6 +9,7 @@
 - submissions.py: a class of multihead submissions (bench/grade_class.py, tests/test_classroom.py);
 - learner.py: a lesson run as the learner's Validate button runs it;
 - hub.py: local Unix users and a live JupyterHub (tests/test_hub.py).
+- processes.py: whether a process still runs (not gone, not a zombie).
 
 Nothing in the course library imports this package and no learner needs it: it is left out of
 non-editable installs (pyproject.toml), such as the hub's venv. It reads the checkout it lives
