@@ -205,10 +205,11 @@ def lesson_setup():
 @pytest.mark.parametrize("fresh", ON_OFF)
 @pytest.mark.parametrize("attack, before", [("43_attack_heap_search", "solution"),
                                             ("44_attack_previous_reply", "01_right_comprehension")])
-def test_the_catalogues_attacks_pass_only_with_the_defence_off(attack, before, fresh):
+def test_the_catalogues_attacks_pass_only_with_the_defence_off(attack, before, fresh, zygotes):
     """Graded right after the solution's run (the reference) or a right answer, the catalogue's
     answer passes every check when its re-run shares a process with that job, none of those a
-    forward returning x fails when it does not."""
+    forward returning x fails when it does not. The zygotes are new for the test: a process that
+    had run other answers (this worker's earlier tests) would hold their definitions too."""
     from tinygpt_course.testing.catalogue import answer
     src, sandbox = lesson_setup(), Sandbox()
     ref = rerun(sandbox, "multihead", src.setup, src.solution, 7, 60, fresh=fresh).record
