@@ -4,7 +4,9 @@ open gives the same answers as nbgrader's own calls.
 - the kept validator of nbgrader's cell-metadata schema accepts and refuses exactly what
   ``jsonschema.validate`` does, with the same error (its message and path), cell after cell;
 - one SQLAlchemy engine per gradebook: a Gradebook opened inside another, and one opened after
-  another process changed the file, see the rows as nbgrader's own engines would.
+  another process changed the file, see the rows as nbgrader's own engines would;
+- the gradebook's tables read in one query at each open, not asked about one by one: a gradebook
+  that has them all is left as it is, a new or emptied one gets them made.
 """
 import json
 import os
@@ -50,8 +52,9 @@ def test_installed_nbgrader_refuses_a_bad_cell_as_before(monkeypatch):
     from nbformat.v4 import new_code_cell
     from nbgrader import api
     from nbgrader.nbgraderformat import common, v3
-    monkeypatch.setattr(common, "jsonschema", common.jsonschema)        # what install() changes: undone after
-    monkeypatch.setattr(api, "create_engine", api.create_engine)
+    for owner, name in ((common, "jsonschema"), (api, "create_engine"), (api, "inspect"),
+                        (api.Base.metadata, "create_all")):     # what install() changes: undone after
+        monkeypatch.setattr(owner, name, getattr(owner, name))
     cell = new_code_cell("x = 1", metadata={"nbgrader": dict(GOOD, points="two")})
     with pytest.raises(jsonschema.ValidationError) as stock:
         v3.MetadataValidatorV3().validate_cell(cell)
@@ -78,3 +81,66 @@ def test_one_engine_per_gradebook_sees_nested_opens_and_other_processes(tmp_path
                    env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     with api.Gradebook(url) as gb:
         assert sorted(s.id for s in gb.students) == ["ann", "bob", "cat"]
+
+
+def _statements(url, opens=3):
+    """The SQL statements nbgrader's Gradebook() sends at each of `opens` opens after the first."""
+    from sqlalchemy import event
+    from nbgrader import api
+    with api.Gradebook(url):
+        pass
+    from sqlalchemy.engine import Engine
+    sent = []
+    listen = lambda conn, cursor, statement, *rest: sent.append(statement)
+    event.listen(Engine, "before_cursor_execute", listen)     # every engine's
+    try:
+        for _ in range(opens):
+            with api.Gradebook(url):
+                pass
+    finally:
+        event.remove(Engine, "before_cursor_execute", listen)
+    return sent
+
+
+@pytest.fixture
+def kept(monkeypatch):
+    """once.install() for this test only: what it changes in nbgrader.api is undone after."""
+    from nbgrader import api
+    from nbgrader.nbgraderformat import common
+    for owner, name in ((common, "jsonschema"), (api, "create_engine"), (api, "inspect"),
+                        (api.Base.metadata, "create_all")):
+        monkeypatch.setattr(owner, name, getattr(owner, name))
+    monkeypatch.setattr(once, "_tables", {})
+    return once
+
+
+def test_the_tables_are_read_in_one_query(tmp_path, kept, monkeypatch):
+    from nbgrader import api
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    monkeypatch.setattr(api, "create_engine", once.create_engine)       # the stock tables' check first
+    stock = _statements(url)
+    tables = lambda sent: [s for s in sent if "sqlite_master" in s or "PRAGMA" in s]
+    assert len(tables(stock)) >= 3 * 13, stock               # each table, at each open
+    kept.install()
+    ours = _statements(url)
+    assert len(tables(ours)) == 3, ours                      # one query an open
+    assert len(ours) == len(stock) - len(tables(stock)) + 3
+    with api.Gradebook(url) as gb:              # and it still works: rows in, rows out
+        gb.add_student("ann")
+        assert [s.id for s in gb.students] == ["ann"]
+
+
+def test_a_replaced_gradebook_gets_its_tables_again(tmp_path, kept):
+    from nbgrader import api
+    kept.install()
+    path = tmp_path / "gradebook.db"
+    url = f"sqlite:///{path}"
+    with api.Gradebook(url) as gb:
+        gb.add_student("ann")
+    with api.Gradebook(url):                    # made sure of: kept
+        pass
+    path.unlink()
+    path.write_bytes(b"")                       # another, empty file where it was
+    with api.Gradebook(url) as gb:
+        gb.add_student("bob")
+        assert [s.id for s in gb.students] == ["bob"]

@@ -15,12 +15,18 @@ rebuilds each time from the same constants can be built once and kept:
   engine per database URL (per process: a forked worker makes its own) keeps the compiled
   queries; each Gradebook still opens its own session and connection under the gradebook lock
   (lock.py), and its close() still returns them (``dispose`` closes the pool's connections).
+- **the gradebook's tables.** Each Gradebook() asks the database for its table names and then,
+  table by table, whether each of nbgrader's 13 exists, to create what is missing: two thirds of
+  the SQL statements of a submission. Here the names are read in one query, and when every table
+  is among them (always, but for a new gradebook) none is asked about again; a missing one is
+  created as nbgrader does. A gradebook that is not a SQLite file is asked as nbgrader asks.
 """
 import json
 import os
 
 _validators = {}
 _engines = {}
+_tables = {}        # engine: the table names inspect() read for the Gradebook being opened
 
 
 def validate(instance, schema, cls=None, *args, **kwargs):
@@ -54,9 +60,47 @@ def create_engine(url, *args, **kwargs):
     return engine
 
 
+class _Tables:
+    """What sqlalchemy.inspect(engine) gives Gradebook.__init__: the table names, read in one query."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def get_table_names(self):
+        return sorted(self.names)
+
+
+def inspect(subject):
+    """sqlalchemy.inspect, for Gradebook.__init__: a SQLite gradebook's table names in one query,
+    kept for the create_all that follows (it then asks nothing if every table is there)."""
+    import sqlalchemy
+    if not isinstance(subject, sqlalchemy.engine.Engine) or subject.url.get_backend_name() != "sqlite":
+        return sqlalchemy.inspect(subject)
+    with subject.connect() as conn:
+        names = {row[0] for row in conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    _tables[subject] = names
+    return _Tables(names)
+
+
+def _create_all(create_all):
+    def when_missing(bind=None, tables=None, checkfirst=True):
+        """MetaData.create_all for nbgrader's tables, skipped when the names inspect() just read
+        hold every one (the same answer as asking for each)."""
+        seen = _tables.pop(bind, None) if bind is not None else None
+        if (seen is not None and tables is None and checkfirst
+                and {t.name for t in create_all.__self__.sorted_tables} <= seen):
+            return
+        create_all(bind=bind, tables=tables, checkfirst=checkfirst)
+    when_missing.stock = create_all
+    return when_missing
+
+
 def install():
     """Make nbgrader, in this process, validate cell metadata and open gradebooks as above."""
     from nbgrader import api
     from nbgrader.nbgraderformat import common
     common.jsonschema = _SchemaValidation
     api.create_engine = create_engine
+    api.inspect = inspect
+    if not hasattr(api.Base.metadata.create_all, "stock"):
+        api.Base.metadata.create_all = _create_all(api.Base.metadata.create_all)
