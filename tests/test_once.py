@@ -48,20 +48,28 @@ def test_a_wrong_schema_is_still_refused():
         once.validate({}, {"type": "no such type"})
 
 
-def test_installed_nbgrader_refuses_a_bad_cell_as_before(monkeypatch):
-    from nbformat.v4 import new_code_cell
+@pytest.fixture
+def kept(monkeypatch):
+    """once.install() for this test only: what it changes in nbgrader.api is undone after."""
     from nbgrader import api
-    from nbgrader.nbgraderformat import common, v3
+    from nbgrader.nbgraderformat import common
     for owner, name in ((common, "jsonschema"), (api, "create_engine"), (api, "inspect"),
-                        (api.Base.metadata, "create_all")):     # what install() changes: undone after
+                        (api.Base.metadata, "create_all")):
         monkeypatch.setattr(owner, name, getattr(owner, name))
+    monkeypatch.setattr(once, "_tables", {})
+    return once
+
+
+def test_installed_nbgrader_refuses_a_bad_cell_as_before(kept):
+    from nbformat.v4 import new_code_cell
+    from nbgrader.nbgraderformat import v3
     cell = new_code_cell("x = 1", metadata={"nbgrader": dict(GOOD, points="two")})
     with pytest.raises(jsonschema.ValidationError) as stock:
         v3.MetadataValidatorV3().validate_cell(cell)
-    once.install()
-    with pytest.raises(jsonschema.ValidationError) as kept:
+    kept.install()
+    with pytest.raises(jsonschema.ValidationError) as ours:
         v3.MetadataValidatorV3().validate_cell(cell)
-    assert kept.value.message == stock.value.message
+    assert ours.value.message == stock.value.message
     v3.MetadataValidatorV3().validate_cell(new_code_cell("x = 1", metadata={"nbgrader": GOOD}))
 
 
@@ -85,11 +93,11 @@ def test_one_engine_per_gradebook_sees_nested_opens_and_other_processes(tmp_path
 
 def _statements(url, opens=3):
     """The SQL statements nbgrader's Gradebook() sends at each of `opens` opens after the first."""
-    from sqlalchemy import event
     from nbgrader import api
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
     with api.Gradebook(url):
         pass
-    from sqlalchemy.engine import Engine
     sent = []
     listen = lambda conn, cursor, statement, *rest: sent.append(statement)
     event.listen(Engine, "before_cursor_execute", listen)     # every engine's
@@ -100,18 +108,6 @@ def _statements(url, opens=3):
     finally:
         event.remove(Engine, "before_cursor_execute", listen)
     return sent
-
-
-@pytest.fixture
-def kept(monkeypatch):
-    """once.install() for this test only: what it changes in nbgrader.api is undone after."""
-    from nbgrader import api
-    from nbgrader.nbgraderformat import common
-    for owner, name in ((common, "jsonschema"), (api, "create_engine"), (api, "inspect"),
-                        (api.Base.metadata, "create_all")):
-        monkeypatch.setattr(owner, name, getattr(owner, name))
-    monkeypatch.setattr(once, "_tables", {})
-    return once
 
 
 def test_the_tables_are_read_in_one_query(tmp_path, kept, monkeypatch):
