@@ -202,6 +202,9 @@ def lesson_setup():
     return read_lesson(source_path("multihead"))
 
 
+TRIES = 3     # the attacks read what an earlier job left in memory the allocator had not yet reused
+
+
 @pytest.mark.parametrize("fresh", ON_OFF)
 @pytest.mark.parametrize("attack, before", [("43_attack_heap_search", "solution"),
                                             ("44_attack_previous_reply", "01_right_comprehension")])
@@ -209,15 +212,27 @@ def test_the_catalogues_attacks_pass_only_with_the_defence_off(attack, before, f
     """Graded right after the solution's run (the reference) or a right answer, the catalogue's
     answer passes every check when its re-run shares a process with that job, none of those a
     forward returning x fails when it does not. The zygotes are new for the test: a process that
-    had run other answers (this worker's earlier tests) would hold their definitions too."""
+    had run other answers (this worker's earlier tests) would hold their definitions too.
+
+    What a shared process keeps of an earlier job is freed memory until the allocator reuses it,
+    so the defence off is shown by a pass in one of TRIES rounds (each round runs the earlier job
+    again; 60 of 60 single rounds passed on this machine, CI saw one fail), and the defence on by
+    no pass in any of them."""
     from tinygpt_course.testing.catalogue import answer
     src, sandbox = lesson_setup(), Sandbox()
-    ref = rerun(sandbox, "multihead", src.setup, src.solution, 7, 60, fresh=fresh).record
-    if before != "solution":
-        rerun(sandbox, "multihead", src.setup, answer("multihead", before).code, 7, 60, fresh=fresh)
-    rec = rerun(sandbox, "multihead", src.setup, answer("multihead", attack).code, 7, 60, fresh=fresh).record
-    passed = {gid for gid in src.test_ids if src.lesson.verdict(gid, rec, ref).passed}
-    assert passed == ({"weight_count", "causal"} if fresh else set(src.test_ids)), passed
+    rounds = []
+    for _ in range(TRIES):
+        ref = rerun(sandbox, "multihead", src.setup, src.solution, 7, 60, fresh=fresh).record
+        if before != "solution":
+            rerun(sandbox, "multihead", src.setup, answer("multihead", before).code, 7, 60, fresh=fresh)
+        rec = rerun(sandbox, "multihead", src.setup, answer("multihead", attack).code, 7, 60, fresh=fresh).record
+        rounds.append({gid for gid in src.test_ids if src.lesson.verdict(gid, rec, ref).passed})
+        if not fresh and rounds[-1] == set(src.test_ids):
+            break
+    if fresh:
+        assert all(passed == {"weight_count", "causal"} for passed in rounds), rounds
+    else:
+        assert rounds[-1] == set(src.test_ids), rounds
 
 
 # --- the course library is put back before the extract runs (tinygpt_course/rerun/bound.py) -------
