@@ -313,10 +313,13 @@ def test_a_template_that_cannot_start_means_a_cold_sandboxed_start(course, monke
     assert "starting the kernel instead" in caplog.text
 
 
-def lesson_outputs(nb_path, folder, fork):
+def lesson_outputs(nb_path, folder, fork, probe=None):
     """Per code cell: each stream's text joined (however it was split into messages), then its
-    other outputs."""
-    nb = execute(nbformat.read(nb_path, 4), folder, fork, timeout=120)
+    other outputs; `probe`, a cell run after the lesson's, gives the last."""
+    nb = nbformat.read(nb_path, 4)
+    if probe:
+        nb.cells.append(nbformat.v4.new_code_cell(probe))
+    nb = execute(nb, folder, fork, timeout=120)
     cells = []
     for cell in nb.cells:
         outs = cell.get("outputs", [])
@@ -336,9 +339,12 @@ def lesson_outputs(nb_path, folder, fork):
 @pytest.mark.slow
 def test_a_forked_kernel_gives_the_lesson_the_same_results(tmp_path):
     """The multihead lesson with its solution, forked and started afresh: every output the same,
-    the explorer's PNG to the byte."""
+    the explorer's PNG to the byte, though the forked kernel drew it in the frame the template
+    kept (plots.Frame: only the plots drawn) and the cold one drew it whole."""
     source = REPO / "source" / "multihead" / "multihead.ipynb"
-    forked, cold = lesson_outputs(source, tmp_path, True), lesson_outputs(source, tmp_path, False)
+    probe = "from tinygpt_course import plots\nprint(plots._pictures[2, 8].framed)"
+    forked, cold = lesson_outputs(source, tmp_path, True, probe), lesson_outputs(source, tmp_path, False, probe)
+    assert (forked.pop()[0]["stdout"], cold.pop()[0]["stdout"]) == ("1\n", "0\n")
     assert any("image/png" in o[2] for _, others in forked for o in others), "the explorer drew no picture"
     assert forked == cold
 

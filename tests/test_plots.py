@@ -247,3 +247,107 @@ def test_kept_picture_draws_each_drawing_as_a_fresh_figure_would():
             f"kept picture of {n_heads} heads at {position} differs from the obvious way's"
         assert (fresh == reference).all(), f"figure() of {n_heads} heads at {position} differs"
     assert set(plots._pictures) == {(1, 8), (2, 8), (4, 8)}, "one kept picture per shape"
+
+
+# --- a drawing in the frame the grading template keeps (plots.Frame) ------------------------------
+
+WINDOW = [("\u23ce" if ch == "\n" else ch) for ch in "ee\njaele"]    # every lesson's plot cell's letters
+
+
+def frame_weights(kind, n_heads=2):
+    """Weights as a learner's MultiHead may give them: rows adding up to 1 (softmax), all on the
+    first letter (one-hot: a bar's number 1.000 at the top), rows never normalised but the
+    last (wide: numbers wider than their cells), a last row of 1.1 (bars out: inside the bars'
+    plot, their numbers above it), or NaN."""
+    import torch
+    w = synthetic_weights(n_heads)
+    if kind == "one-hot":
+        w = torch.zeros_like(w)
+        w[..., 0] = 1
+    elif kind == "wide":
+        w = w.clone()
+        w[:, :7] *= 1e9          # the last row (the bars) as it was: only the cells too wide
+    elif kind == "bars out":
+        w = w.clone()
+        w[:, 7] = 1.1            # inside the bars' plot (up to 1.12), their numbers above it
+    elif kind == "nan":
+        w = torch.full_like(w, float("nan"))
+    return w
+
+
+def kept(n_heads=2, position=7):
+    """A Picture keeping its frame, as the grading template's (kernelfork/server.py warm())."""
+    import numpy as np
+
+    from tinygpt_course import plots
+    picture = plots.Picture(n_heads, 8)
+    picture.png(np.full((n_heads, 8, 8), 0.125), WINDOW, position, keep_frame=True)
+    return picture
+
+
+def pixels_of(data):
+    import io
+
+    import numpy as np
+    from PIL import Image
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGBA"))
+
+
+def same_as_whole(picture, weights, letters, position):
+    """The picture's PNG of this drawing has the pixels of the figure made the obvious way."""
+    drawn = pixels_of(picture.png(weights, letters, position))
+    reference = pixels_of(plots_png(figure_the_obvious_way(weights, letters, position)))
+    return drawn.shape == reference.shape and (drawn == reference).all()
+
+
+def plots_png(fig):
+    from tinygpt_course import plots
+    return plots.png(fig)
+
+
+@pytest.mark.parametrize("n_heads", [1, 2])
+def test_a_drawing_in_the_kept_frame_has_the_whole_drawings_pixels(n_heads):
+    """Drawn in the frame (only the plots drawn, what lies around them pasted) where it fits,
+    whole where it does not: the pixels of the whole figure either way."""
+    picture = kept(n_heads)
+    for kind, framed in [("softmax", True), ("one-hot", True), ("nan", True), ("wide", False), ("bars out", False)]:
+        before = picture.framed
+        assert same_as_whole(picture, frame_weights(kind, n_heads), WINDOW, 7), kind
+        assert picture.framed - before == framed, f"{kind}: drawn {'whole' if framed else 'in the frame'}"
+    before = picture.framed        # another position, other letters: drawn whole
+    assert same_as_whole(picture, frame_weights("softmax", n_heads), WINDOW, 3)
+    assert same_as_whole(picture, frame_weights("softmax", n_heads), list("abcdefgh"), 7)
+    assert picture.framed == before
+
+
+def test_each_check_of_the_frame_switched_off_gives_other_pixels(monkeypatch):
+    """What each check stops, shown by switching it off: a number wider than its cell, a drawing
+    of another position, other rcParams (`fits`), a bar's number above its plot (`bars_inside`),
+    a frame whose boxes reach the tick labels (`clear`)."""
+    import matplotlib as mpl
+    import numpy as np
+
+    from tinygpt_course import plots
+    softmax = frame_weights("softmax")
+    with monkeypatch.context() as m:
+        m.setattr(plots.Frame, "fits", lambda self, picture, key: True)
+        assert not same_as_whole(kept(), frame_weights("wide"), WINDOW, 7)
+        assert not same_as_whole(kept(), softmax, WINDOW, 3)
+    # rcParams changed after the frame was kept: compared with a kept Picture that drew the same
+    # before but keeps no frame (a kept renderer's text sizes stay those it measured first)
+    framed, whole = kept(), plots.Picture(2, 8)
+    whole.png(np.full((2, 8, 8), 0.125), WINDOW, 7)
+    with mpl.rc_context({"text.hinting": "no_hinting"}):
+        with monkeypatch.context() as m:
+            m.setattr(plots.Frame, "fits", lambda self, picture, key: True)
+            assert framed.png(softmax, WINDOW, 7) != whole.png(softmax, WINDOW, 7)
+        assert framed.png(softmax, WINDOW, 7) == whole.png(softmax, WINDOW, 7)    # switched on: whole
+    assert framed.framed == 1
+    with monkeypatch.context() as m:
+        m.setattr(plots.Frame, "bars_inside", lambda self, picture: True)
+        assert not same_as_whole(kept(), frame_weights("bars out"), WINDOW, 7)
+    monkeypatch.setattr(plots.Frame, "PAD", 12)                # boxes reaching the tick labels
+    assert kept().frame is None
+    monkeypatch.setattr(plots.Frame, "clear", lambda self, picture, renderer: None)
+    picture = kept()
+    assert picture.frame is not None and not same_as_whole(picture, softmax, WINDOW, 7)
