@@ -79,6 +79,22 @@ def test_the_kernel_is_forked(course):
     assert (out, err) == ("False\n", None)
 
 
+def test_a_forked_kernel_maps_the_templates_memory_in_huge_pages(course):
+    """The template put what it imported in 2 MB pages before forking (zygote.huge_pages): the
+    kernel forked from it maps them so (where this kernel can; a started kernel maps none)."""
+    from test_zygote import collapsible
+    if not collapsible():
+        pytest.skip("this kernel does not put anonymous memory in 2 MB pages when asked (MADV_COLLAPSE)")
+    code = "print(int(next(l.split()[1] for l in open('/proc/self/smaps_rollup') if l.startswith('AnonHugePages:'))) >> 10)"
+    out, err = run_kernel(code, course[1])
+    assert err is None and int(out) >= 16, out      # MiB: the rest split where the fork wrote
+    with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+        only_when_asked = "[madvise]" in f.read()
+    if only_when_asked:                             # no 2 MB page unless a process asks for it
+        out, err = run_kernel(code, course[1], fork=False)
+        assert (out, err) == ("0\n", None)
+
+
 @pytest.mark.parametrize("join", JOINED)
 def test_cannot_read_the_course_the_notebook_or_root(course, join):
     root, own = course

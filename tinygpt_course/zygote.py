@@ -51,6 +51,33 @@ def reap():
             return
 
 
+MADV_COLLAPSE = 25          # Linux 6.1
+HUGE_PAGE = 1 << 21
+
+
+def huge_pages():
+    """Put this process's anonymous memory (its heap and anonymous mappings, 2 MB-aligned
+    stretches of them) in 2 MB pages where the kernel can (MADV_COLLAPSE; elsewhere nothing
+    changes); the MiB it could. A warm process forks a process per job, and a fork copies one
+    page-table entry per page it inherits, an exit drops as many: one per 2 MB instead of 512.
+    Written pages are still copied 4 KB at a time. Measured with torch imported (180 MB): a
+    fork, a small job and its exit 19 -> 10 ms of CPU, the same memory; 60 ms once here.
+    Only for a process whose memory is its own: in a fork, collapsing the pages it shares with
+    its parent would copy them (the spawner's zygotes: 0.3 GB more for a class run's three)."""
+    done = 0
+    with open("/proc/self/maps") as maps:
+        lines = maps.read().splitlines()
+    for line in lines:
+        fields = line.split()
+        if not fields[1].startswith("rw") or (len(fields) > 5 and fields[5] != "[heap]"):
+            continue                    # a file's or the stack's: not anonymous
+        lo, hi = (int(v, 16) for v in fields[0].split("-"))
+        lo, hi = -(-lo // HUGE_PAGE) * HUGE_PAGE, hi // HUGE_PAGE * HUGE_PAGE
+        if hi > lo and libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), MADV_COLLAPSE) == 0:
+            done += hi - lo
+    return done >> 20
+
+
 EOF_EXIT = 3                # a worker's exit code when the grader has closed the pipe
 REPLIED = b"r"              # a worker's word to serve() that it has replied: the next may read
 

@@ -38,7 +38,7 @@ import sys
 import traceback
 
 from tinygpt_course import wire
-from tinygpt_course.zygote import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, join_sandbox, libc, serve, set_limits
+from tinygpt_course.zygote import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, huge_pages, join_sandbox, libc, serve, set_limits
 
 def warm():
     """Import what every lesson's kernel imports, without starting anything: no thread, no
@@ -188,6 +188,7 @@ def main():
     out = os.fdopen(1, "wb", buffering=0, closefd=False)
     sys.stdout = sys.stderr
     warm()
+    huge_pages()                    # each kernel's fork copies less (zygote.huge_pages)
     wire.write(out, {"status": "ready"})
     serve(inp, out, keeper)
 

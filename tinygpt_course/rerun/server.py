@@ -58,7 +58,7 @@ import time
 from tinygpt_course import wire
 from tinygpt_course.checks.record import REJECTED_EXIT
 from tinygpt_course.rerun.bound import Library
-from tinygpt_course.zygote import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, join_sandbox, libc, serve, set_limits
+from tinygpt_course.zygote import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, huge_pages, join_sandbox, libc, serve, set_limits
 
 MAX_RECORD = 256 * 2 ** 20
 RECORD = "record.bin"       # the runner's record, in its folder
@@ -260,6 +260,7 @@ def spawn_loop(ctl):
     of its jobs when its grading worker closes the pipe or dies."""
     import gc
     gc.freeze()
+    huge_pages()            # each zygote's fork copies less; the zygotes share these pages
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)      # zygotes that end are reaped by the kernel
     me = os.getpid()
     while True:
@@ -318,6 +319,7 @@ def main(argv=None):
         spawn_loop(ctl)
         return
     warm([a for a in argv if not a.startswith("--")])
+    huge_pages()                              # each job's fork copies less (zygote.huge_pages)
     serve_pipes(0, 1, reuse)
 
 
