@@ -221,19 +221,20 @@ def figure_the_obvious_way(weights, letters, position):
     return fig
 
 
-def test_kept_picture_draws_each_drawing_as_a_fresh_figure_would():
-    """picture_png refills one kept figure per shape (its axes and ticks are made once): every
-    drawing, whatever came before it (more bars, other letters, other weights), must have the
-    pixels of the same figure made afresh, and of the obvious way's."""
+def pixels(data):
+    """A PNG's pixels as RGBA, whatever its colour type."""
     import io
 
     import numpy as np
     from PIL import Image
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGBA"))
 
+
+def test_kept_picture_draws_each_drawing_as_a_fresh_figure_would():
+    """picture_png refills one kept figure per shape (its axes and ticks are made once): every
+    drawing, whatever came before it (more bars, other letters, other weights), must have the
+    pixels of the same figure made afresh, and of the obvious way's."""
     from tinygpt_course import plots
-
-    def pixels(data):
-        return np.asarray(Image.open(io.BytesIO(data)).convert("RGBA"))
 
     plain, with_newline = list("abcdefgh"), [plots.show_letter(ch) for ch in "ee\njaele"]
     # position 7 (8 bars, no shaded future) before 0 (1 bar, shaded), letters and weights changing
@@ -285,24 +286,12 @@ def kept(n_heads=2, position=7):
     return picture
 
 
-def pixels_of(data):
-    import io
-
-    import numpy as np
-    from PIL import Image
-    return np.asarray(Image.open(io.BytesIO(data)).convert("RGBA"))
-
-
 def same_as_whole(picture, weights, letters, position):
     """The picture's PNG of this drawing has the pixels of the figure made the obvious way."""
-    drawn = pixels_of(picture.png(weights, letters, position))
-    reference = pixels_of(plots_png(figure_the_obvious_way(weights, letters, position)))
-    return drawn.shape == reference.shape and (drawn == reference).all()
-
-
-def plots_png(fig):
     from tinygpt_course import plots
-    return plots.png(fig)
+    drawn = pixels(picture.png(weights, letters, position))
+    reference = pixels(plots.png(figure_the_obvious_way(weights, letters, position)))
+    return drawn.shape == reference.shape and (drawn == reference).all()
 
 
 @pytest.mark.parametrize("n_heads", [1, 2])

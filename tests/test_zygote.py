@@ -105,12 +105,12 @@ def collapsible():
                 return False
     except OSError:
         return False
-    area = mmap.mmap(-1, 4 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    area.write(b"x" * (4 << 20))
+    from tinygpt_course.zygote import HUGE_PAGE, MADV_COLLAPSE, libc
+    area = mmap.mmap(-1, 2 * HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    area.write(b"x" * (2 * HUGE_PAGE))
     start = ctypes.addressof(ctypes.c_char.from_buffer(area))
-    start = -(-start // (1 << 21)) * (1 << 21)
-    from tinygpt_course.zygote import MADV_COLLAPSE, libc
-    return libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(1 << 21), MADV_COLLAPSE) == 0
+    start = -(-start // HUGE_PAGE) * HUGE_PAGE        # the one whole 2 MB page inside
+    return libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(HUGE_PAGE), MADV_COLLAPSE) == 0
 
 
 def test_a_warm_process_puts_its_memory_in_huge_pages_and_a_fork_still_copies_what_it_writes():

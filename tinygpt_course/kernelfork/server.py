@@ -64,7 +64,8 @@ def warm():
                  "tinygpt_course.data", "tinygpt_course.checks.guard"):
         importlib.import_module(name)
     # the names, read and checked once (every notebook's set-up cuts its batch from them)
-    importlib.import_module("tinygpt_course.data").get_batch()
+    data = importlib.import_module("tinygpt_course.data")
+    batch = data.get_batch()
     import numpy as np
     import tinygpt_course.checks
     from tinygpt_course import plots
@@ -85,8 +86,7 @@ def warm():
     # the letters and position every lesson's plot cell draws (window 0 of get_batch(), the
     # last position), each keeps its frame (plots.Frame): a kernel's drawing then draws only
     # the plots, not their tick labels and colour bar (70 ms instead of 105 of CPU)
-    from tinygpt_course.data import decode, get_batch
-    letters = [plots.show_letter(ch) for ch in decode(get_batch()[0])]
+    letters = [plots.show_letter(ch) for ch in data.decode(batch[0])]
     for heads in (1, 2):
         plots.picture_png(np.full((heads, 8, 8), 0.125), letters, len(letters) - 1, keep_frame=True)
 
