@@ -69,16 +69,18 @@ def warm():
     import numpy as np
     import tinygpt_course.checks
     from tinygpt_course import plots
-    from tinygpt_course.checks import notebook
+    from tinygpt_course.checks import hints, notebook
     for info in pkgutil.iter_modules(tinygpt_course.checks.__path__):
         if info.ispkg:
             lesson = importlib.import_module(f"tinygpt_course.checks.{info.name}")
             if importlib.util.find_spec(f"{lesson.__name__}.schema") is not None:
                 importlib.import_module(f"{lesson.__name__}.schema")     # the record's table
-                # the checks' stored data (the solution's record, the documented printout),
-                # read once: installed for every learner, the same in every kernel
+                # the checks' stored data (the solution's record, the documented printout, the
+                # hint ladders a failing check offers: 3 ms of TOML), read once: installed for
+                # every learner, the same in every kernel
                 notebook.reference(info.name)
                 notebook.documented(info.name)
+                hints.raw_ladders(info.name)
     # one drawing of the explorer for each lesson's shape (head: 1 head; multihead, block: 2;
     # 8 letters), on made-up weights: matplotlib's first drawing loads fonts and fills caches,
     # and the kept figure of that shape (plots.Picture: its axes, ticks, colour bar) is made,
