@@ -221,7 +221,7 @@ class Frame:
         # a cell's number is one line of one font centred in its cell: only its width varies,
         # and the room it has is measured once, here
         self.room = []
-        for box, cells in zip(self.boxes, picture.cells):
+        for box, cells in zip(self.boxes[:len(picture.heat)], picture.cells, strict=True):    # the heatmaps
             for text in cells.values():
                 extent = text.get_window_extent(renderer)
                 if not self.inside(self.rect(extent, 1), [box]):
@@ -277,7 +277,8 @@ class Frame:
             self.width(renderer, t, t.get_text()) <= room for t, room in zip(cells, self.room))
 
     def bars_inside(self, picture):
-        """The bars' numbers (drawn just now) are inside the plots' boxes."""
+        """The bars' numbers (placed by show(), where a drawing will draw them: each is offset
+        in points from its bar's top, in axes whose limits are fixed) are inside the plots' boxes."""
         renderer = picture.canvas.get_renderer()
         return all(self.inside(self.rect(t.get_window_extent(renderer), 1), self.boxes)
                    for ax in picture.bars for t in ax.texts)
@@ -285,7 +286,7 @@ class Frame:
     def fill(self, picture, key):
         """This drawing's pixels: the plots drawn, the frame around them pasted; None (draw it
         whole) where it does not fit."""
-        if not self.fits(picture, key):
+        if not self.fits(picture, key) or not self.bars_inside(picture):
             return None
         around = self.around(picture)
         for artist in around:
@@ -295,8 +296,6 @@ class Frame:
         finally:
             for artist in around:
                 artist.set_visible(True)
-        if not self.bars_inside(picture):
-            return None
         drawn, pixels = np.asarray(picture.canvas.buffer_rgba()), self.pixels.copy()
         for x0, x1, y0, y1 in self.boxes:
             pixels[y0:y1, x0:x1] = drawn[y0:y1, x0:x1]
