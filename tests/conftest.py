@@ -53,7 +53,7 @@ FAST = {"test_sandbox", "test_rerun", "test_repair", "test_gradebook_lock", "tes
         "test_imports", "test_seccomp", "test_record", "test_anchors", "test_zygote", "test_gradients",
         "test_mutants", "test_no_solution_in_library", "test_integrity", "test_course_python",
         "test_grade_memory", "test_hub_config", "test_supervise", "test_portable", "test_service_queue", "test_service_web",
-        "test_z2jh_service", "test_once", "test_ready", "test_launch"}
+        "test_z2jh_service", "test_once", "test_ready", "test_launch", "test_reaper"}
 
 
 # Modules that watch the whole machine (every process of the sandbox uids, the memory left, the

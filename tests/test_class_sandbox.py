@@ -30,6 +30,7 @@ from tinygpt_course.testing import catalogue
 from tinygpt_course.testing.catalogue import leftover_processes, settled, submit, trusted_state
 from tinygpt_course.testing.course import REPO, env, make_course, nbgrader
 from tinygpt_course.testing.notebooks import printed
+from tinygpt_course.testing.processes import uid_of
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a root grader's defences (CI runs as root)")
 
@@ -111,14 +112,6 @@ class Watch(threading.Thread):
 
 def pids():
     return [int(p) for p in os.listdir("/proc") if p.isdigit()]
-
-
-def uid_of(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return int(next(ln for ln in f if ln.startswith("Uid:")).split()[1])
-    except (OSError, StopIteration):
-        return None
 
 
 def meminfo():

@@ -16,6 +16,7 @@ import pytest
 from tinygpt_course.grading.kernel import SandboxedKernelManager
 from tinygpt_course.grading.sandbox import Sandbox, SandboxUnavailable
 from tinygpt_course.testing.notebooks import printed
+from tinygpt_course.testing.processes import processes_of, until_none_of
 
 # a uid of this test process's own: no account's (accounts are below 70000, teachers' subordinate ids
 # from 100000), no other sandbox's. RLIMIT_NPROC counts every process of the uid on the machine:
@@ -379,6 +380,7 @@ def test_a_process_flood_is_bounded_for_a_root_grader(course):
     """RLIMIT_NPROC (64 here, no cgroup) stops a fork flood once learner code runs as a uid that
     is not root outside; with the sandbox as root it is not applied: all 300 start. The sandbox's
     end kills them."""
+    until_none_of(OWN_UID)
     on = run(FLOOD, True, course[1], sandbox=Sandbox(max_processes=64, use_cgroup=False, uid=OWN_UID))
     off = run(FLOOD, True, course[1], sandbox=KeepsRoot(max_processes=64, use_cgroup=False))
     assert int(on.stdout.split()[-1]) < 64, on.stdout + on.stderr
@@ -417,6 +419,7 @@ def test_one_sandboxs_flood_leaves_the_next_room(course, kind):
     (Both as a uid of the test's own, so that no other sandbox on the machine counts.)"""
     sandbox = kind(max_processes=64, uid=OWN_UID)
     assert sandbox.cgroup is not None
+    until_none_of(OWN_UID)
     flood = subprocess.Popen(sandbox.wrap([sys.executable, "-c", textwrap.dedent(SPAWN_FLOOD.format(pid=os.getpid()))],
                                           chdir="/tmp/work"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -440,11 +443,13 @@ def test_without_a_cgroup_one_workers_flood_leaves_the_next_worker_room(course, 
     def sandbox(worker):
         return Sandbox(max_processes=64, uid=OWN_UID, use_cgroup=False, worker=worker, separate_workers=separate)
     assert sandbox(0).cgroup is None and sandbox(1).outside_uid() == OWN_UID + separate
+    until_none_of(OWN_UID, OWN_UID + 1)
     flood = subprocess.Popen(sandbox(0).wrap([sys.executable, "-c", textwrap.dedent(SPAWN_FLOOD.format(pid=os.getpid()))],
                                              chdir="/tmp/work"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         started = int(flood.stdout.readline())
         assert 0 < started < 64, started
+        assert len(processes_of(OWN_UID)) == 64, "the uid's cap is what stopped the flood"
         other = run("import threading; t = threading.Thread(target=print, args=('ok',)); t.start(); t.join()",
                     True, course[1], sandbox=sandbox(1))
     finally:

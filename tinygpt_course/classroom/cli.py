@@ -123,6 +123,8 @@ def in_own_tmp(prefix, run, *args):
 
 
 def main(argv=None):
+    from ..reaper import become_init
+    become_init()               # a Job's first process: reap its sandboxes' orphans (reaper.py)
     logs_base = tempfile.gettempdir()          # failed submissions' logs are kept there
     return in_own_tmp("tinygpt-grade-class-run-", _main, argv, logs_base)
 

@@ -41,6 +41,9 @@ def _parse_args(argv):
 
 def main(argv=None):
     args = _parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command == "run":
+        from ..reaper import become_init
+        become_init()           # a pod's first process: reap its sandboxes' orphans (reaper.py)
     course = Path(args.course_dir).resolve()
     if not (course / "nbgrader_config.py").is_file():
         sys.exit(f"{PROG}: no nbgrader_config.py in {course}")

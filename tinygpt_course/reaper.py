@@ -1,0 +1,37 @@
+"""A grading command that is its container's first process (PID 1) becomes the container's init.
+
+Why: bubblewrap's outer process exits as soon as it has read its sandbox's exit status, before
+its own child (the sandbox's pid 1) has been reaped. That child is then handed to the init of
+the pid namespace, which must reap it. On a machine that init is systemd; in a Kubernetes pod
+whose ``command`` is ``tinygpt-grading-service run`` (hub/z2jh/grading-service.yaml) or
+``tinygpt-grade-class`` (grade-job.yaml) it is the command itself, and Python reaps only the
+children it started: one zombie stays per sandbox, two per graded submission, for the life of
+the pod, each holding a pid (the pod's pids limit) and a count of its uid (RLIMIT_NPROC).
+PID 1 also gets no signal it has no handler for, even SIGTERM from the kubelet.
+
+So, as PID 1, :func:`become_init` forks (as tini does): the child returns and runs the command;
+PID 1 reaps every process handed to it, passes the stopping signals on to the command, and exits
+with the command's status (128 + the signal that ended it). When PID 1 exits, Linux ends every
+process left in the namespace. Anywhere else it does nothing.
+"""
+import os
+import signal
+
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def become_init():
+    """Call first in a command's main, before any thread starts; returns in the process that runs
+    the command (this one, unless it is PID 1)."""
+    if os.getpid() != 1:
+        return
+    command = os.fork()
+    if command == 0:
+        return
+    for signum in FORWARDED:
+        signal.signal(signum, lambda signum, frame: os.kill(command, signum))
+    while True:
+        pid, status = os.waitpid(-1, 0)         # an orphaned sandbox's pid 1, or the command
+        if pid == command:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(128 - code if code < 0 else code)
