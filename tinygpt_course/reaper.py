@@ -28,8 +28,14 @@ def become_init():
     command = os.fork()
     if command == 0:
         return
+
+    def forward(signum, frame):
+        try:
+            os.kill(command, signum)
+        except ProcessLookupError:      # reaped just now: PID 1 is on its way out with its status
+            pass
     for signum in FORWARDED:
-        signal.signal(signum, lambda signum, frame: os.kill(command, signum))
+        signal.signal(signum, forward)
     while True:
         pid, status = os.waitpid(-1, 0)         # an orphaned sandbox's pid 1, or the command
         if pid == command:
