@@ -30,7 +30,7 @@ from tinygpt_course.testing import catalogue
 from tinygpt_course.testing.catalogue import leftover_processes, settled, submit, trusted_state
 from tinygpt_course.testing.course import REPO, env, make_course, nbgrader
 from tinygpt_course.testing.notebooks import printed
-from tinygpt_course.testing.processes import uid_of
+from tinygpt_course.testing.processes import processes_of, uid_of
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a root grader's defences (CI runs as root)")
 
@@ -95,7 +95,7 @@ class Watch(threading.Thread):
                 kids = [k for k in kids if uid_of(k) == 0]
                 self.graders.update(kids)
                 todo += kids
-            self.most_nobody = max(self.most_nobody, sum(1 for p in pids() if uid_of(p) in LEARNER_UIDS))
+            self.most_nobody = max(self.most_nobody, len(processes_of(*LEARNER_UIDS)))
             for cgroup in cgroups_of(self.graders):
                 try:
                     with open(os.path.join(cgroup, "pids.current")) as f:
@@ -108,10 +108,6 @@ class Watch(threading.Thread):
     def stop(self):
         self.done.set()
         self.join()
-
-
-def pids():
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
 
 
 def meminfo():
