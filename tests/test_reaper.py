@@ -44,20 +44,38 @@ def test_pid1_reaps_every_sandboxs_orphan(init):
 
 
 STOPPED = """
-    import os, signal, sys
+    import os, signal, sys, time
     from tinygpt_course.reaper import become_init
+    how, defence, sent = sys.argv[1:4]
+    if how == "early":          # PID 1 installs its handlers only once the command has sent SIGTERM
+        install = signal.signal
+        def late(signum, handler):
+            while os.getpid() == 1 and not os.path.exists(sent):
+                time.sleep(0.01)
+            return install(signum, handler)
+        signal.signal = late
+    if defence == "off":        # the signals are not blocked across the fork
+        signal.pthread_sigmask = lambda how, mask: set()
     become_init()
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(3))
-    if sys.argv[1] == "killed":
+    if how == "killed":
         os.kill(os.getpid(), signal.SIGKILL)
     os.kill(1, signal.SIGTERM)               # what the kubelet sends a pod's first process
-    signal.pause()
+    open(sent, "w").close()
+    for _ in range(300):                     # a sleep ends on the signal, whose handler exits with 3
+        time.sleep(0.1)
+    sys.exit(4)                              # 30 s and the signal never came
 """
 
 
-@pytest.mark.parametrize("how, code", [("stopped", 3), ("killed", 128 + signal.SIGKILL)])
-def test_pid1_passes_sigterm_on_and_exits_with_the_commands_status(how, code):
-    proc = as_pid1(STOPPED, how, timeout=60)
+@pytest.mark.parametrize("how, defence, code", [("stopped", "on", 3), ("early", "on", 3), ("early", "off", 4),
+                                                ("killed", "on", 128 + signal.SIGKILL)])
+def test_pid1_passes_sigterm_on_and_exits_with_the_commands_status(how, defence, code, tmp_path):
+    """SIGTERM sent to PID 1 reaches the command, whose status comes back; one sent before PID 1
+    has its handlers waits for them (blocked across the fork); with the block off (the defence
+    off) it is dropped, as PID 1 drops any signal it has no handler for, and the command is never
+    stopped."""
+    proc = as_pid1(STOPPED, how, defence, str(tmp_path / "sent"), timeout=90)
     assert proc.returncode == code, proc.stderr
 
 

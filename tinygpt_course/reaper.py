@@ -9,7 +9,8 @@ children it started: one zombie stays per sandbox, two per graded submission, fo
 the pod, each holding a pid (the pod's pids limit) and a count of its uid (RLIMIT_NPROC).
 PID 1 also gets no signal it has no handler for, even SIGTERM from the kubelet.
 
-So, as PID 1, :func:`become_init` forks (as tini does): the child returns and runs the command;
+So, as PID 1, :func:`become_init` forks (as tini does, with the stopping signals blocked until
+PID 1 has its handlers): the child returns and runs the command;
 PID 1 reaps every process handed to it, passes the stopping signals on to the command, and exits
 with the command's status (128 + the signal that ended it). When PID 1 exits, Linux ends every
 process left in the namespace. Anywhere else it does nothing.
@@ -25,8 +26,13 @@ def become_init():
     the command (this one, unless it is PID 1)."""
     if os.getpid() != 1:
         return
+    # Blocked until PID 1's handlers are in: a signal sent in between (the command may send one at
+    # once, the kubelet too) waits, pending, instead of being dropped as PID 1 drops what it has no
+    # handler for. The command gets the mask it had.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     command = os.fork()
     if command == 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return
 
     def forward(signum, frame):
@@ -36,6 +42,7 @@ def become_init():
             pass
     for signum in FORWARDED:
         signal.signal(signum, forward)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)    # what is pending is forwarded now
     while True:
         pid, status = os.waitpid(-1, 0)         # an orphaned sandbox's pid 1, or the command
         if pid == command:
