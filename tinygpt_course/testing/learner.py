@@ -46,7 +46,8 @@ class Keeping(Validator):
 
 # the kernel's sockets are files in this run's own folder (its cwd), not tcp ports: over tcp
 # jupyter_client picks free ports that the kernel binds only later, and a kernel started beside
-# it may take one first; the kernel then dies before kernel_info (jupyter/jupyter_client#154)
+# it may take one first; the kernel then dies before kernel_info (jupyter/jupyter_client#154;
+# 1 of 240 kernels started six at a time died so here, 0 of 240 over ipc)
 validator = Keeping(config=Config({"Execute": {"timeout": timeout}, "KernelManager": {"transport": "ipc"}}))
 validator.stream, validator.executed = io.StringIO(), None
 try:
@@ -85,8 +86,7 @@ def validate(repo, nb, folder, timeout=30, whole=600):
     JupyterLab's Run All, which runs the same cells in the same order, stops (None: nowhere).
 
     `timeout` is each cell's (the Validator's own); `whole` bounds the run. The kernel talks over
-    ipc in `folder` (the button's server uses tcp; over tcp 1 of 240 kernels started six at a
-    time died before kernel_info, a port taken between its choice and its bind, 0 of 240 over ipc). The run is a session
+    ipc in `folder`, where the button's server uses tcp (why: VALIDATE_ONE). The run is a session
     of its own and its output goes to files, not pipes: when it ends, anything it left (a kernel
     whose shutdown failed, a process the answer started) is killed with it, and cannot keep the
     caller waiting for the end of a pipe. A run that outlives `whole` is killed, and its report
